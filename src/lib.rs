@@ -1,1 +1,73 @@
+//! metainit clears pending initializers (Kubernetes 1.7 to 1.13) and scheduling gates
+//! (1.26 and later) on objects that carry a label key, so that the controllers those
+//! mechanisms wait for can start.
 #![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod blocker;
+pub mod clear;
+pub mod cli;
+pub mod connect;
+pub mod events;
+pub mod gates;
+pub mod initializers;
+pub mod logging;
+pub mod metrics;
+pub mod object;
+pub mod shutdown;
+pub mod status;
+pub mod validation;
+pub mod watch;
+
+/// Everything that can go wrong, with a short label for the failures metric.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad input: a flag, an environment variable, the kubeconfig. Exit code 2.
+    #[error("{0}")]
+    Config(String),
+
+    /// The server answered, but it is not a Kubernetes API server we can work with. Exit code 2.
+    #[error("{0}")]
+    Server(String),
+
+    /// The API server could not be reached before the deadline.
+    #[error("{0}")]
+    Unreachable(String),
+
+    #[error("Kubernetes API request failed: {0}")]
+    Kube(#[source] kube::Error),
+
+    #[error("cannot serve the admin endpoints on {addr}: {source}")]
+    Admin {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("cannot write the output: {0}")]
+    Output(String),
+}
+
+impl Error {
+    /// The process exit code this error should end the process with.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Config(_) | Error::Server(_) | Error::Admin { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// A short label, for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::Config(_) => "config",
+            Error::Server(_) => "server",
+            Error::Unreachable(_) => "unreachable",
+            Error::Kube(_) => "kube",
+            Error::Admin { .. } => "admin",
+            Error::Output(_) => "output",
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,378 @@
+//! The command line: one clap derive tree. Doc comments are the help text; every flag
+//! also reads a `METAINIT_*` environment variable. Values are checked as they are parsed,
+//! so a bad one exits 2 with a message that names the flag, the value and the rule.
+
+use std::{fmt, net::SocketAddr, path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::{Error, Result, validation};
+
+/// The label key of the original tool, opsani's k8s-metainit.
+pub const DEFAULT_LABEL_KEY: &str = "k8s.opsani.io/initializer";
+
+/// The default admin address: loopback only, on a port no control-plane component uses.
+pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:10275";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "metainit",
+    version,
+    about = "Clears pending initializers (Kubernetes 1.7-1.13) and scheduling gates (1.26+) on objects \
+             that carry a label key, to break bootstrap deadlocks.",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List every object held back right now (labelled or not); changes nothing.
+    Status(StatusArgs),
+}
+
+/// Flags shared by the watcher and `status`.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Label key that marks the objects to clear; its value is ignored.
+    /// [default: k8s.opsani.io/initializer]
+    #[arg(long, env = "METAINIT_LABEL_KEY", value_name = "KEY", value_parser = parse_label_key)]
+    pub label_key: Option<String>,
+
+    /// Which mechanism to clear: `auto` asks the server's version (initializers up to 1.13,
+    /// scheduling gates from 1.26).
+    #[arg(long, env = "METAINIT_MODE", value_enum, default_value_t = ModeArg::Auto)]
+    pub mode: ModeArg,
+
+    /// Path to the kubeconfig file. Otherwise KUBECONFIG, then ~/.kube/config, then in-cluster.
+    #[arg(long, env = "METAINIT_KUBECONFIG", value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long, env = "METAINIT_CONTEXT", value_name = "NAME")]
+    pub context: Option<String>,
+
+    /// Only this namespace (default: all namespaces).
+    #[arg(short = 'n', long, env = "METAINIT_NAMESPACE", value_name = "NS", value_parser = parse_namespace)]
+    pub namespace: Option<String>,
+
+    /// Log format; RUST_LOG filters (default `info`).
+    #[arg(long, env = "METAINIT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// How long `--once` and `status` wait for an unreachable API server before giving up.
+    #[arg(long, env = "METAINIT_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+/// Flags of the watcher (the default command).
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The label key, as the original tool took it (same as --label-key).
+    #[arg(value_name = "LABEL_KEY", value_parser = parse_label_key)]
+    pub positional_label_key: Option<String>,
+
+    #[command(flatten)]
+    pub common: Common,
+
+    /// Resource to watch, as `plural[.group]` or `plural.version.group` (repeatable).
+    /// [default: pods]
+    #[arg(long = "resource", env = "METAINIT_RESOURCE", value_name = "R", value_delimiter = ',', value_parser = parse_resource)]
+    pub resources: Vec<ResourceSpec>,
+
+    /// Clear only these initializer or gate names (repeatable); default: every one.
+    #[arg(long, env = "METAINIT_ONLY", value_name = "NAME", value_delimiter = ',', value_parser = parse_blocker_name)]
+    pub only: Vec<String>,
+
+    /// Log what would be cleared; change nothing.
+    #[arg(long, env = "METAINIT_DRY_RUN")]
+    pub dry_run: bool,
+
+    /// Clear what is pending now, print a summary and exit: 0 if everything labelled is
+    /// clear, 1 if something could not be cleared.
+    #[arg(long, env = "METAINIT_ONCE")]
+    pub once: bool,
+
+    /// Address of the admin server (/healthz, /readyz, /metrics).
+    #[arg(long, env = "METAINIT_ADMIN_ADDR", value_name = "ADDR", default_value = DEFAULT_ADMIN_ADDR)]
+    pub admin_addr: SocketAddr,
+
+    /// Name of this node, reported on Events (default: NODE_NAME, then the hostname).
+    #[arg(long, env = "METAINIT_NODE_NAME", value_name = "NAME")]
+    pub node_name: Option<String>,
+
+    /// How many objects are patched at the same time.
+    #[arg(long, env = "METAINIT_CONCURRENCY", value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub concurrency: u16,
+
+    /// On SIGTERM, how long in-flight patches may take to finish.
+    #[arg(long, env = "METAINIT_SHUTDOWN_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+
+    /// Check every flag and the kubeconfig file, print "configuration OK" and exit; contacts no server.
+    #[arg(long)]
+    pub check_config: bool,
+}
+
+/// Flags of `metainit status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub common: Common,
+
+    /// Output format.
+    #[arg(short = 'o', long, env = "METAINIT_OUTPUT", value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+
+    /// Exit 1 if any object has been held back longer than this (e.g. `10m`).
+    #[arg(long, env = "METAINIT_MAX_AGE", value_name = "DURATION", value_parser = parse_duration)]
+    pub max_age: Option<Duration>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModeArg {
+    Auto,
+    Initializers,
+    SchedulingGates,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    Table,
+    Json,
+    Yaml,
+}
+
+/// A resource as the user named it: `pods`, `deployments.apps`, `deployments.v1.apps`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceSpec {
+    pub plural: String,
+    pub version: Option<String>,
+    pub group: String,
+}
+
+impl ResourceSpec {
+    pub fn pods() -> Self {
+        ResourceSpec {
+            plural: "pods".into(),
+            version: None,
+            group: String::new(),
+        }
+    }
+
+    pub fn is_pods(&self) -> bool {
+        self.plural == "pods" && self.group.is_empty()
+    }
+}
+
+impl fmt::Display for ResourceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.plural)?;
+        if let Some(v) = &self.version {
+            write!(f, ".{v}")?;
+        }
+        if !self.group.is_empty() {
+            write!(f, ".{}", self.group)?;
+        }
+        Ok(())
+    }
+}
+
+fn is_version(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix('v') else {
+        return false;
+    };
+    let digits = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    if digits == 0 {
+        return false;
+    }
+    let tail = &rest[digits..];
+    tail.is_empty()
+        || ["alpha", "beta"].iter().any(|stage| {
+            tail.strip_prefix(stage)
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        })
+}
+
+pub fn parse_resource(s: &str) -> Result<ResourceSpec, String> {
+    const RULE: &str = "a resource is `plural[.group]` or `plural.version.group`, lower case (e.g. 'pods', 'deployments.apps')";
+    let (plural, rest) = match s.split_once('.') {
+        Some((p, r)) => (p, Some(r)),
+        None => (s, None),
+    };
+    if !validation::is_dns_label(plural) {
+        return Err(RULE.into());
+    }
+    let (version, group) = match rest {
+        None => (None, ""),
+        Some(r) => match r.split_once('.') {
+            Some((v, g)) if is_version(v) => (Some(v.to_string()), g),
+            _ if is_version(r) => (Some(r.to_string()), ""),
+            _ => (None, r),
+        },
+    };
+    if rest.is_some() && version.is_none() && !validation::is_dns_subdomain(group)
+        || !group.is_empty() && !validation::is_dns_subdomain(group)
+    {
+        return Err(RULE.into());
+    }
+    Ok(ResourceSpec {
+        plural: plural.to_string(),
+        version,
+        group: group.to_string(),
+    })
+}
+
+fn parse_label_key(s: &str) -> Result<String, String> {
+    validation::label_key(s).map(|()| s.to_string())
+}
+
+fn parse_namespace(s: &str) -> Result<String, String> {
+    validation::namespace(s).map(|()| s.to_string())
+}
+
+fn parse_blocker_name(s: &str) -> Result<String, String> {
+    validation::blocker_name(s).map(|()| s.to_string())
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    validation::duration(s)
+}
+
+impl RunArgs {
+    /// The label key from `--label-key`, the positional argument, or the default.
+    pub fn label_key(&self) -> Result<String> {
+        match (&self.positional_label_key, &self.common.label_key) {
+            (Some(p), Some(f)) if p != f => Err(Error::Config(format!(
+                "the label key is given twice, as LABEL_KEY '{p}' and as --label-key/METAINIT_LABEL_KEY '{f}': give it once"
+            ))),
+            (Some(k), _) | (None, Some(k)) => Ok(k.clone()),
+            (None, None) => Ok(DEFAULT_LABEL_KEY.to_string()),
+        }
+    }
+
+    /// The resources to watch, `pods` when none is named; duplicates are an error.
+    pub fn resources(&self) -> Result<Vec<ResourceSpec>> {
+        if self.resources.is_empty() {
+            return Ok(vec![ResourceSpec::pods()]);
+        }
+        for (i, r) in self.resources.iter().enumerate() {
+            if self.resources[..i].contains(r) {
+                return Err(Error::Config(format!("--resource '{r}' is given twice")));
+            }
+        }
+        Ok(self.resources.clone())
+    }
+}
+
+impl Common {
+    pub fn label_key(&self) -> String {
+        self.label_key
+            .clone()
+            .unwrap_or_else(|| DEFAULT_LABEL_KEY.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("metainit").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn defaults() {
+        let cli = parse(&[]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.run.label_key().unwrap(), DEFAULT_LABEL_KEY);
+        assert_eq!(cli.run.resources().unwrap(), vec![ResourceSpec::pods()]);
+        assert_eq!(cli.run.common.mode, ModeArg::Auto);
+        assert_eq!(cli.run.admin_addr.to_string(), DEFAULT_ADMIN_ADDR);
+    }
+
+    #[test]
+    fn positional_label_key_like_the_original() {
+        let cli = parse(&["example.com/init"]).unwrap();
+        assert_eq!(cli.run.label_key().unwrap(), "example.com/init");
+        let cli = parse(&["--label-key", "a", "b"]).unwrap();
+        assert!(cli.run.label_key().is_err());
+        let cli = parse(&["--label-key", "a", "a"]).unwrap();
+        assert_eq!(cli.run.label_key().unwrap(), "a");
+    }
+
+    #[test]
+    fn bad_values_name_flag_value_and_rule() {
+        let err = parse(&["--label-key", "bad key"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let msg = err.to_string();
+        assert!(
+            msg.contains("--label-key") && msg.contains("bad key") && msg.contains("63 characters"),
+            "{msg}"
+        );
+        let err = parse(&["--resource", "Pods"]).unwrap_err().to_string();
+        assert!(
+            err.contains("--resource") && err.contains("Pods") && err.contains("plural"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn resources() {
+        assert_eq!(
+            parse_resource("deployments.apps").unwrap(),
+            ResourceSpec {
+                plural: "deployments".into(),
+                version: None,
+                group: "apps".into()
+            }
+        );
+        assert_eq!(
+            parse_resource("deployments.v1beta2.apps").unwrap(),
+            ResourceSpec {
+                plural: "deployments".into(),
+                version: Some("v1beta2".into()),
+                group: "apps".into()
+            }
+        );
+        assert_eq!(
+            parse_resource("pods.v1").unwrap().version.as_deref(),
+            Some("v1")
+        );
+        assert_eq!(
+            parse_resource("deployments.apps").unwrap().to_string(),
+            "deployments.apps"
+        );
+        for bad in ["", "Pods", "pods.", "pods..apps", "po ds", "pods.Apps"] {
+            assert!(parse_resource(bad).is_err(), "{bad:?}");
+        }
+        let cli = parse(&["--resource", "pods", "--resource", "pods"]).unwrap();
+        assert!(cli.run.resources().is_err());
+        let cli = parse(&["--resource", "pods,deployments.apps"]).unwrap();
+        assert_eq!(cli.run.resources().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn status_subcommand() {
+        let cli = parse(&["status", "-o", "json", "--max-age", "10m"]).unwrap();
+        let Some(Command::Status(s)) = cli.command else {
+            panic!("not status")
+        };
+        assert_eq!(s.output, Output::Json);
+        assert_eq!(s.max_age, Some(Duration::from_secs(600)));
+    }
+}

@@ -1,0 +1,91 @@
+//! A Kubernetes Event on each cleared object. Written as core/v1 Events, which both API
+//! generations serve (events.k8s.io/v1 does not exist on 1.13), with the reporting
+//! controller and instance set as events.k8s.io expects.
+
+use k8s_openapi::{
+    api::core::v1::{Event, EventSource, ObjectReference},
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Client,
+    api::{ApiResource, PostParams},
+};
+
+use crate::object::Held;
+
+pub const REPORTING_CONTROLLER: &str = "metainit";
+
+/// Builds the Event for an object whose `names` were cleared.
+pub fn cleared_event(
+    resource: &ApiResource,
+    obj: &Held,
+    reason: &str,
+    names: &[String],
+    node: &str,
+) -> Event {
+    let now = Time(Timestamp::now());
+    let what = if reason == "InitializersCleared" {
+        "initializers"
+    } else {
+        "scheduling gates"
+    };
+    let meta = &obj.metadata.meta;
+    Event {
+        metadata: ObjectMeta {
+            // client-go's naming: the object's name and a unique suffix.
+            name: Some(format!("{}.{:x}", obj.name(), now.0.as_nanosecond())),
+            namespace: Some(meta.namespace.clone().unwrap_or_else(|| "default".into())),
+            ..ObjectMeta::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some(resource.api_version.clone()),
+            kind: Some(resource.kind.clone()),
+            name: meta.name.clone(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            ..ObjectReference::default()
+        },
+        reason: Some(reason.to_string()),
+        message: Some(format!("metainit removed {what}: {}", names.join(", "))),
+        type_: Some("Normal".into()),
+        action: Some("Clear".into()),
+        source: Some(EventSource {
+            component: Some(REPORTING_CONTROLLER.into()),
+            host: Some(node.to_string()),
+        }),
+        reporting_component: Some(REPORTING_CONTROLLER.into()),
+        reporting_instance: Some(node.to_string()),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        ..Event::default()
+    }
+}
+
+/// Writes the Event. The caller logs and counts a failure; it never fails a clearing.
+pub async fn publish(client: Client, event: Event) -> Result<(), kube::Error> {
+    let ns = event
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    Api::<Event>::namespaced(client, &ns)
+        .create(&PostParams::default(), &event)
+        .await
+        .map(|_| ())
+}
+
+/// This node's name: `--node-name`, then `NODE_NAME`, then the hostname.
+pub fn node_name(flag: Option<&str>) -> String {
+    flag.map(str::to_string)
+        .or_else(|| std::env::var("NODE_NAME").ok().filter(|n| !n.is_empty()))
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}

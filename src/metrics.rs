@@ -1,0 +1,153 @@
+//! Prometheus metrics, all prefixed `metainit_`.
+
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram, info::Info},
+    registry::Registry,
+};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClearedLabels {
+    pub mode: String,
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabels {
+    pub cause: String,
+}
+
+pub struct Metrics {
+    pub registry: Registry,
+    pub cleared: Family<ClearedLabels, Counter>,
+    pub clear_failures: Family<ReasonLabels, Counter>,
+    pub watch_restarts: Family<CauseLabels, Counter>,
+    pub pending: Gauge,
+    pub clear_latency: Histogram,
+    pub event_failures: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("metainit");
+        let cleared = Family::<ClearedLabels, Counter>::default();
+        let clear_failures = Family::<ReasonLabels, Counter>::default();
+        let watch_restarts = Family::<CauseLabels, Counter>::default();
+        let pending = Gauge::default();
+        // 1 ms to about 65 s.
+        let clear_latency = Histogram::new(
+            prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 17),
+        );
+        let event_failures = Counter::default();
+        registry.register(
+            "objects_cleared",
+            "Objects whose initializers or gates were cleared",
+            cleared.clone(),
+        );
+        registry.register(
+            "clear_failures",
+            "Failed attempts to clear an object, by reason",
+            clear_failures.clone(),
+        );
+        registry.register(
+            "watch_restarts",
+            "Watch or list failures that restarted the watch, by cause",
+            watch_restarts.clone(),
+        );
+        registry.register(
+            "objects_pending",
+            "Labelled objects seen pending and not cleared yet",
+            pending.clone(),
+        );
+        registry.register(
+            "clear_latency_seconds",
+            "Time from an object first seen pending to its clearing patch accepted",
+            clear_latency.clone(),
+        );
+        registry.register(
+            "event_failures",
+            "Events that could not be written",
+            event_failures.clone(),
+        );
+        registry.register(
+            "build",
+            "Build information",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        Metrics {
+            registry,
+            cleared,
+            clear_failures,
+            watch_restarts,
+            pending,
+            clear_latency,
+            event_failures,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn cleared(&self, mode: &str, resource: &str) {
+        self.cleared
+            .get_or_create(&ClearedLabels {
+                mode: mode.into(),
+                resource: resource.into(),
+            })
+            .inc();
+    }
+
+    pub fn failure(&self, reason: &str) {
+        self.clear_failures
+            .get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn watch_restart(&self, cause: &str) {
+        self.watch_restarts
+            .get_or_create(&CauseLabels {
+                cause: cause.into(),
+            })
+            .inc();
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_prefixed() {
+        let m = Metrics::default();
+        m.cleared("initializers", "pods");
+        m.failure("server_error");
+        m.watch_restart("expired");
+        m.pending.set(3);
+        m.clear_latency.observe(0.01);
+        let text = m.encode();
+        for want in [
+            "metainit_objects_cleared_total{mode=\"initializers\",resource=\"pods\"} 1",
+            "metainit_clear_failures_total{reason=\"server_error\"} 1",
+            "metainit_watch_restarts_total{cause=\"expired\"} 1",
+            "metainit_objects_pending 3",
+            "metainit_clear_latency_seconds_count 1",
+            "metainit_build_info{version=",
+        ] {
+            assert!(text.contains(want), "{want} missing from\n{text}");
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The slim view of an object that metainit reads: standard metadata, the legacy
+//! `metadata.initializers` (which k8s-openapi 0.29 no longer models and would drop), and
+//! the two pod fields the gates mode needs. Everything else in a list or watch response is
+//! skipped while parsing, so a pod costs a few hundred bytes here.
+
+use std::borrow::Cow;
+
+use kube::{
+    Resource,
+    core::{ApiResource, DynamicResourceScope, ObjectMeta},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct Held {
+    pub metadata: HeldMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<HeldSpec>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct HeldMeta {
+    #[serde(flatten)]
+    pub meta: ObjectMeta,
+    /// Kept as raw JSON, exactly as the server sent it: the clearing patch tests this value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initializers: Option<Value>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldSpec {
+    /// Kept as raw JSON, exactly as the server sent it: the clearing patch tests this value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling_gates: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+}
+
+impl Held {
+    pub fn name(&self) -> &str {
+        self.metadata.meta.name.as_deref().unwrap_or("")
+    }
+
+    pub fn namespace(&self) -> Option<&str> {
+        self.metadata.meta.namespace.as_deref()
+    }
+
+    /// `namespace/name`, or `name` for a cluster-scoped object.
+    pub fn key(&self) -> String {
+        match self.namespace() {
+            Some(ns) => format!("{ns}/{}", self.name()),
+            None => self.name().to_string(),
+        }
+    }
+
+    pub fn has_label(&self, key: &str) -> bool {
+        self.metadata
+            .meta
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(key))
+    }
+
+    pub fn is_terminating(&self) -> bool {
+        self.metadata.meta.deletion_timestamp.is_some()
+    }
+
+    /// Drops what metainit never reads, so objects kept in memory stay small.
+    pub fn slim(mut self) -> Self {
+        self.metadata.meta.managed_fields = None;
+        self.metadata.meta.annotations = None;
+        self
+    }
+}
+
+impl Resource for Held {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata.meta
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata.meta
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keeps_initializers_and_gates_drops_the_rest() {
+        let held: Held = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "p", "namespace": "ns", "resourceVersion": "7",
+                "labels": {"k8s.opsani.io/initializer": "true"},
+                "initializers": {"pending": [{"name": "a.example.com"}]}
+            },
+            "spec": {"containers": [{"name": "c", "image": "x"}],
+                     "schedulingGates": [{"name": "example.com/g"}], "nodeName": "n1"},
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap();
+        assert_eq!(held.key(), "ns/p");
+        assert!(held.has_label("k8s.opsani.io/initializer"));
+        assert_eq!(
+            held.metadata.initializers,
+            Some(json!({"pending": [{"name": "a.example.com"}]}))
+        );
+        let spec = held.spec.unwrap();
+        assert_eq!(
+            spec.scheduling_gates,
+            Some(json!([{"name": "example.com/g"}]))
+        );
+        assert_eq!(spec.node_name.as_deref(), Some("n1"));
+        assert_eq!(held.metadata.meta.resource_version.as_deref(), Some("7"));
+    }
+}

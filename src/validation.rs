@@ -1,0 +1,187 @@
+//! Pure checks of user input against Kubernetes' naming rules, and a duration parser.
+//! Each returns the rule that was broken, so the caller can name the flag and the value.
+
+use std::time::Duration;
+
+/// The rule a label key must follow, as Kubernetes states it.
+pub const LABEL_KEY_RULE: &str = "a label key is an optional DNS subdomain prefix of at most 253 characters and '/', \
+then a name of at most 63 characters of [A-Za-z0-9._-] that begins and ends with a letter or digit \
+(e.g. 'k8s.opsani.io/initializer' or 'initializer')";
+
+fn is_alnum(c: char) -> bool {
+    c.is_ascii_alphanumeric()
+}
+
+/// A DNS-1123 label: at most 63 characters of [a-z0-9-], beginning and ending alphanumeric.
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+}
+
+/// A DNS-1123 subdomain: at most 253 characters, dot-separated DNS labels.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// The name part of a qualified name (label keys, gate names).
+fn is_qualified_name_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| is_alnum(c) || matches!(c, '-' | '_' | '.'))
+        && s.starts_with(is_alnum)
+        && s.ends_with(is_alnum)
+}
+
+/// A qualified name: `[prefix/]name`, as label keys and scheduling gate names are.
+pub fn is_qualified_name(s: &str) -> bool {
+    match s.split_once('/') {
+        Some((prefix, name)) => is_dns_subdomain(prefix) && is_qualified_name_part(name),
+        None => is_qualified_name_part(s),
+    }
+}
+
+/// Checks a label key; the error is the rule it breaks.
+pub fn label_key(s: &str) -> Result<(), String> {
+    if is_qualified_name(s) {
+        Ok(())
+    } else {
+        Err(LABEL_KEY_RULE.to_string())
+    }
+}
+
+/// Checks a namespace name.
+pub fn namespace(s: &str) -> Result<(), String> {
+    if is_dns_label(s) {
+        Ok(())
+    } else {
+        Err("a namespace is a DNS-1123 label: at most 63 characters of [a-z0-9-], beginning and ending with a letter or digit".into())
+    }
+}
+
+/// Checks an initializer or scheduling gate name given to `--only`.
+/// Initializer names are DNS subdomains (`podimage.example.com`); gate names are
+/// qualified names (`example.com/quota`); either form is accepted.
+pub fn blocker_name(s: &str) -> Result<(), String> {
+    if is_dns_subdomain(s) || is_qualified_name(s) {
+        Ok(())
+    } else {
+        Err(
+            "a name is an initializer name (a DNS subdomain such as 'podimage.example.com') \
+             or a scheduling gate name (a qualified name such as 'example.com/quota')"
+                .into(),
+        )
+    }
+}
+
+/// Parses a duration written as Kubernetes and Go do: `500ms`, `30s`, `5m`, `1h30m`.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    const RULE: &str = "a duration is a number followed by a unit, ms, s, m or h, repeated (e.g. '30s', '5m', '1h30m')";
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err(RULE.into());
+    }
+    let mut total = Duration::ZERO;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(RULE.into());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| RULE.to_string())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let step = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n.saturating_mul(60)),
+            "h" => Duration::from_secs(n.saturating_mul(3600)),
+            _ => return Err(RULE.into()),
+        };
+        total = total.saturating_add(step);
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_keys() {
+        let good = [
+            "k8s.opsani.io/initializer",
+            "initializer",
+            "a",
+            "A_b.c-D",
+            "example.com/x",
+            &format!(
+                "{}/x",
+                [
+                    "a".repeat(63),
+                    "b".repeat(63),
+                    "c".repeat(63),
+                    "d".repeat(61)
+                ]
+                .join(".")
+            ),
+            &"n".repeat(63),
+        ];
+        for k in good {
+            assert_eq!(label_key(k), Ok(()), "{k} should be valid");
+        }
+        let bad = [
+            "",
+            "/x",
+            "x/",
+            "-x",
+            "x-",
+            "a b",
+            "Example.com/x",
+            "a/b/c",
+            "ex_ample.com/x",
+            &"n".repeat(64),
+            &format!("{}/x", "a".repeat(254)),
+            "k8s.opsani.io/",
+            "é",
+        ];
+        for k in bad {
+            assert!(label_key(k).is_err(), "{k:?} should be invalid");
+        }
+    }
+
+    #[test]
+    fn namespaces() {
+        assert!(namespace("kube-system").is_ok());
+        assert!(namespace("Kube").is_err());
+        assert!(namespace("-a").is_err());
+        assert!(namespace(&"a".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn blocker_names() {
+        assert!(blocker_name("podimage.example.com").is_ok());
+        assert!(blocker_name("kueue.x-k8s.io/admission").is_ok());
+        assert!(blocker_name("bad name").is_err());
+        assert!(blocker_name("").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration("0s"), Ok(Duration::ZERO));
+        for bad in ["", "s", "10", "10x", "1.5h", "-1s", "m5"] {
+            assert!(duration(bad).is_err(), "{bad:?}");
+        }
+    }
+}
