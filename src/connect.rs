@@ -238,9 +238,10 @@ where
 {
     let last = std::sync::Mutex::new(String::new());
     let attempt = op.retry(backoff()).when(is_transient).notify(|e, wait| {
-        warn!(%url, error = %e, retry_in = ?wait, "{what}: API server not reachable yet, retrying");
+        let error = chain(e);
+        warn!(%url, %error, retry_in = ?wait, "{what}: API server not reachable yet, retrying");
         if let Ok(mut l) = last.lock() {
-            *l = e.to_string();
+            *l = error;
         }
     });
     let result = match deadline {
@@ -257,6 +258,22 @@ where
         None => attempt.await,
     };
     result.map_err(|e| describe_failure(what, url, e))
+}
+
+/// An error and its sources, as one line: kube's own message often hides the cause
+/// ("client error (Connect)") in a source.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
 }
 
 /// Turns a non-transient start-up failure into an error that says what to fix.
@@ -278,7 +295,8 @@ fn describe_failure(what: &str, url: &str, e: kube::Error) -> Error {
             "{what}: {url} does not look like a Kubernetes API server: its answer is not the JSON expected ({e})"
         )),
         _ if is_tls_failure(&e) => Error::Config(format!(
-            "{what}: TLS with {url} failed ({e}): check the server URL's scheme and the kubeconfig's certificate-authority"
+            "{what}: TLS with {url} failed ({}): check the server URL's scheme and the kubeconfig's certificate-authority",
+            chain(&e)
         )),
         _ => Error::Kube(e),
     }

@@ -1,9 +1,429 @@
-//! `metainit status`: every object held back right now, labelled or not. Read-only.
+//! `metainit status`: every object held back right now, labelled or not, with how long
+//! and by what. Read-only: it only LISTs (and reads discovery documents).
 
-use std::process::ExitCode;
+use std::{
+    collections::{BTreeMap, HashSet},
+    process::ExitCode,
+    time::Duration,
+};
 
-use crate::{Error, Result, cli::StatusArgs};
+use k8s_openapi::jiff::Timestamp;
+use kube::{
+    Api, Client,
+    api::{ApiResource, ListParams},
+};
+use serde::Serialize;
 
-pub async fn run(_args: StatusArgs) -> Result<ExitCode> {
-    Err(Error::Config("metainit status is not available yet".into()))
+use crate::{
+    Error, Result,
+    blocker::Mode,
+    cli::{Output, StatusArgs},
+    connect::{self, Target},
+    object::Held,
+};
+
+/// One held object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    pub age_seconds: u64,
+    pub blocked_by: Vec<String>,
+    pub labelled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub mode: String,
+    pub label_key: String,
+    pub items: Vec<Row>,
+    /// How many objects each name holds back.
+    pub by_name: BTreeMap<String, usize>,
+}
+
+pub async fn run(args: StatusArgs) -> Result<ExitCode> {
+    // Any failure of `status` exits 2: 1 is kept for "held longer than --max-age".
+    match report(&args).await {
+        Ok(report) => {
+            print(&report, args.output)?;
+            let too_old = args
+                .max_age
+                .is_some_and(|max| report.items.iter().any(|r| r.age_seconds > max.as_secs()));
+            Ok(if too_old {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+async fn report(args: &StatusArgs) -> Result<Report> {
+    let common = &args.common;
+    let label_key = common.label_key();
+    let config = connect::load_config(common).await?;
+    let url = config.cluster_url.to_string();
+    let deadline = Some(common.timeout);
+    let probe = connect::client(config.clone(), None, None)?;
+    let mode = connect::choose_mode(&probe, &url, common.mode, deadline).await?;
+    let client = connect::client(config, Some(mode), None)?;
+    let targets = match mode {
+        Mode::SchedulingGates => vec![
+            connect::resolve(&client, &url, &crate::cli::ResourceSpec::pods(), deadline).await?,
+        ],
+        Mode::Initializers => every_listable_resource(&client, &url, deadline).await?,
+    };
+    let now = Timestamp::now();
+    let mut items = Vec::new();
+    let mut seen = HashSet::new();
+    for target in &targets {
+        for obj in list_all(&client, target, common.namespace.as_deref(), &url, deadline).await? {
+            let blocked_by = mode.blocking_names(&obj);
+            if blocked_by.is_empty() || (mode == Mode::Initializers && init_failed(&obj)) {
+                continue;
+            }
+            // The same object can be served by two groups (deployments in apps and extensions).
+            if let Some(uid) = obj.metadata.meta.uid.clone()
+                && !seen.insert(uid)
+            {
+                continue;
+            }
+            items.push(row(&target.resource, &obj, blocked_by, &label_key, now));
+        }
+    }
+    items.sort_by(|a, b| {
+        b.age_seconds
+            .cmp(&a.age_seconds)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    let mut by_name = BTreeMap::new();
+    for r in &items {
+        for n in &r.blocked_by {
+            *by_name.entry(n.clone()).or_insert(0) += 1;
+        }
+    }
+    Ok(Report {
+        mode: mode.to_string(),
+        label_key,
+        items,
+        by_name,
+    })
+}
+
+fn init_failed(obj: &Held) -> bool {
+    obj.metadata
+        .initializers
+        .as_ref()
+        .and_then(|i| i.get("result"))
+        .is_some_and(|r| !r.is_null())
+}
+
+fn row(
+    resource: &ApiResource,
+    obj: &Held,
+    blocked_by: Vec<String>,
+    label_key: &str,
+    now: Timestamp,
+) -> Row {
+    let meta = &obj.metadata.meta;
+    let age_seconds = meta
+        .creation_timestamp
+        .as_ref()
+        .map(|t| now.as_second().saturating_sub(t.0.as_second()).max(0) as u64)
+        .unwrap_or(0);
+    let owners = meta.owner_references.as_deref().unwrap_or_default();
+    let owner = owners
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .or_else(|| owners.first())
+        .map(|o| format!("{}/{}", o.kind, o.name));
+    Row {
+        kind: resource.kind.clone(),
+        namespace: meta.namespace.clone(),
+        name: obj.name().to_string(),
+        age_seconds,
+        blocked_by,
+        labelled: obj.has_label(label_key),
+        owner,
+    }
+}
+
+/// Every resource the server lists (legacy initializers can be configured on any of them).
+async fn every_listable_resource(
+    client: &Client,
+    url: &str,
+    deadline: Option<Duration>,
+) -> Result<Vec<Target>> {
+    let mut lists = Vec::new();
+    let core = connect::with_retries("discovery", url, deadline, || {
+        client.list_core_api_resources("v1")
+    })
+    .await?;
+    lists.push(("v1".to_string(), core));
+    let groups =
+        connect::with_retries("discovery", url, deadline, || client.list_api_groups()).await?;
+    for g in groups.groups {
+        let Some(gv) = g
+            .preferred_version
+            .or_else(|| g.versions.into_iter().next())
+        else {
+            continue;
+        };
+        let gv = gv.group_version;
+        let list = connect::with_retries("discovery", url, deadline, || {
+            client.list_api_group_resources(&gv)
+        })
+        .await?;
+        lists.push((gv, list));
+    }
+    let mut targets = Vec::new();
+    for (gv, list) in lists {
+        let (group, version) = match gv.split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), gv.clone()),
+        };
+        for r in list.resources {
+            if r.name.contains('/') || !r.verbs.iter().any(|v| v == "list") {
+                continue;
+            }
+            targets.push(Target {
+                name: if group.is_empty() {
+                    r.name.clone()
+                } else {
+                    format!("{}.{group}", r.name)
+                },
+                resource: ApiResource {
+                    group: group.clone(),
+                    version: version.clone(),
+                    api_version: gv.clone(),
+                    kind: r.kind,
+                    plural: r.name,
+                },
+                namespaced: r.namespaced,
+            });
+        }
+    }
+    Ok(targets)
+}
+
+async fn list_all(
+    client: &Client,
+    target: &Target,
+    namespace: Option<&str>,
+    url: &str,
+    deadline: Option<Duration>,
+) -> Result<Vec<Held>> {
+    let api: Api<Held> = match namespace {
+        Some(ns) if target.namespaced => Api::namespaced_with(client.clone(), ns, &target.resource),
+        Some(_) => return Ok(Vec::new()),
+        None => Api::all_with(client.clone(), &target.resource),
+    };
+    let mut params = ListParams::default().limit(500);
+    let mut out = Vec::new();
+    loop {
+        let page = connect::with_retries("LIST", url, deadline, || api.list(&params)).await?;
+        out.extend(page.items.into_iter().map(Held::slim));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// kubectl's short ages: `45s`, `3m20s`, `12m`, `5h3m`, `20h`, `3d4h`, `12d`, `2y40d`.
+pub fn human_age(secs: u64) -> String {
+    let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
+    if secs < 120 {
+        format!("{secs}s")
+    } else if m < 10 {
+        if secs % 60 == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m{}s", secs % 60)
+        }
+    } else if h < 3 {
+        format!("{m}m")
+    } else if h < 8 {
+        if m % 60 == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{}m", m % 60)
+        }
+    } else if h < 48 {
+        format!("{h}h")
+    } else if h < 24 * 8 {
+        if h % 24 == 0 {
+            format!("{d}d")
+        } else {
+            format!("{d}d{}h", h % 24)
+        }
+    } else if d < 365 * 2 {
+        format!("{d}d")
+    } else if d < 365 * 8 {
+        let y = d / 365;
+        if d % 365 == 0 {
+            format!("{y}y")
+        } else {
+            format!("{y}y{}d", d % 365)
+        }
+    } else {
+        format!("{}y", d / 365)
+    }
+}
+
+/// The table, aligned like kubectl's: columns padded to the widest cell plus three spaces.
+pub fn table(report: &Report) -> String {
+    let mut rows = vec![
+        ["KIND", "NAME", "AGE", "BLOCKED BY", "LABELLED", "OWNER"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for r in &report.items {
+        rows.push(vec![
+            r.kind.clone(),
+            match &r.namespace {
+                Some(ns) => format!("{ns}/{}", r.name),
+                None => r.name.clone(),
+            },
+            human_age(r.age_seconds),
+            r.blocked_by.join(","),
+            if r.labelled { "yes" } else { "no" }.into(),
+            r.owner.clone().unwrap_or_else(|| "<none>".into()),
+        ]);
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in &rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(line.join("   ").trim_end());
+        out.push('\n');
+    }
+    out.push_str(&summary(report));
+    out.push('\n');
+    out
+}
+
+/// One line: how many are held, by which names, and the oldest.
+pub fn summary(report: &Report) -> String {
+    if report.items.is_empty() {
+        return format!("nothing held back ({} mode)", report.mode);
+    }
+    let by: Vec<String> = report
+        .by_name
+        .iter()
+        .map(|(n, c)| format!("{c} by {n}"))
+        .collect();
+    let oldest = &report.items[0];
+    let labelled = report.items.iter().filter(|r| r.labelled).count();
+    format!(
+        "{} held back ({labelled} labelled {}): {}; oldest {} {}{} ({})",
+        report.items.len(),
+        report.label_key,
+        by.join(", "),
+        oldest.kind,
+        oldest
+            .namespace
+            .as_ref()
+            .map(|n| format!("{n}/"))
+            .unwrap_or_default(),
+        oldest.name,
+        human_age(oldest.age_seconds)
+    )
+}
+
+fn print(report: &Report, output: Output) -> Result<()> {
+    let text = match output {
+        Output::Table => table(report),
+        Output::Json => {
+            serde_json::to_string_pretty(report).map_err(|e| Error::Output(e.to_string()))? + "\n"
+        }
+        Output::Yaml => {
+            serde_saphyr::to_string(report).map_err(|e| Error::Output(e.to_string()))?
+        }
+    };
+    print!("{text}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_like_kubectl() {
+        let cases = [
+            (0, "0s"),
+            (45, "45s"),
+            (119, "119s"),
+            (200, "3m20s"),
+            (600, "10m"),
+            (3 * 3600 + 120, "3h2m"),
+            (20 * 3600, "20h"),
+            (3 * 86400 + 4 * 3600, "3d4h"),
+            (12 * 86400, "12d"),
+            (800 * 86400, "2y70d"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(human_age(secs), want, "{secs}");
+        }
+    }
+
+    #[test]
+    fn table_is_aligned_and_summarised() {
+        let report = Report {
+            mode: "scheduling-gates".into(),
+            label_key: "k8s.opsani.io/initializer".into(),
+            items: vec![
+                Row {
+                    kind: "Pod".into(),
+                    namespace: Some("kueue-system".into()),
+                    name: "kueue-controller-manager-7d9f".into(),
+                    age_seconds: 700,
+                    blocked_by: vec!["kueue.x-k8s.io/admission".into()],
+                    labelled: true,
+                    owner: Some("ReplicaSet/kueue-controller-manager".into()),
+                },
+                Row {
+                    kind: "Pod".into(),
+                    namespace: Some("default".into()),
+                    name: "job-1".into(),
+                    age_seconds: 30,
+                    blocked_by: vec!["kueue.x-k8s.io/admission".into(), "example.com/b".into()],
+                    labelled: false,
+                    owner: None,
+                },
+            ],
+            by_name: BTreeMap::from([
+                ("example.com/b".into(), 1),
+                ("kueue.x-k8s.io/admission".into(), 2),
+            ]),
+        };
+        let t = table(&report);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        let col = |l: &str, word: &str| l.find(word).unwrap();
+        assert_eq!(col(lines[0], "AGE"), col(lines[1], "11m"));
+        assert_eq!(col(lines[0], "OWNER"), col(lines[2], "<none>"));
+        assert_eq!(
+            lines[3],
+            "2 held back (1 labelled k8s.opsani.io/initializer): 1 by example.com/b, 2 by kueue.x-k8s.io/admission; \
+             oldest Pod kueue-system/kueue-controller-manager-7d9f (11m)"
+        );
+    }
 }
