@@ -246,7 +246,7 @@ pub fn human_age(secs: u64) -> String {
     if secs < 120 {
         format!("{secs}s")
     } else if m < 10 {
-        if secs % 60 == 0 {
+        if secs.is_multiple_of(60) {
             format!("{m}m")
         } else {
             format!("{m}m{}s", secs % 60)
@@ -254,7 +254,7 @@ pub fn human_age(secs: u64) -> String {
     } else if h < 3 {
         format!("{m}m")
     } else if h < 8 {
-        if m % 60 == 0 {
+        if m.is_multiple_of(60) {
             format!("{h}h")
         } else {
             format!("{h}h{}m", m % 60)
@@ -262,7 +262,7 @@ pub fn human_age(secs: u64) -> String {
     } else if h < 48 {
         format!("{h}h")
     } else if h < 24 * 8 {
-        if h % 24 == 0 {
+        if h.is_multiple_of(24) {
             format!("{d}d")
         } else {
             format!("{d}d{}h", h % 24)
@@ -271,7 +271,7 @@ pub fn human_age(secs: u64) -> String {
         format!("{d}d")
     } else if d < 365 * 8 {
         let y = d / 365;
-        if d % 365 == 0 {
+        if d.is_multiple_of(365) {
             format!("{y}y")
         } else {
             format!("{y}y{}d", d % 365)
