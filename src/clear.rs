@@ -250,10 +250,11 @@ impl Queue {
     /// A new state of an object, from the list or the watch.
     pub fn offer(self: &Arc<Self>, obj: Held) {
         let key = obj.key();
-        let pending = matches!(
-            self.clearer.mode.decide(&obj, &self.clearer.only),
-            Decision::Clear { .. }
-        );
+        let leave = match self.clearer.mode.decide(&obj, &self.clearer.only) {
+            Decision::Clear { .. } => None,
+            Decision::Leave(leave) => Some(leave),
+        };
+        let pending = leave.is_none();
         let obj = Arc::new(obj);
         let mut state = self.state();
         if pending {
@@ -268,8 +269,10 @@ impl Queue {
             slot.latest = Some(obj);
             return;
         }
-        if !pending {
-            self.tally(&Outcome::Left(LeftReason::NotPending));
+        if let Some(leave) = leave {
+            drop(state);
+            let reason = self.clearer.left(&obj, leave);
+            self.tally(&Outcome::Left(reason));
             return;
         }
         state.slots.insert(

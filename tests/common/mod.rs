@@ -1,0 +1,299 @@
+//! Test helpers: a double, a kubeconfig pointing at it, and the real `metainit` binary
+//! run as a process, with every wait bounded.
+#![allow(dead_code)]
+
+use std::{
+    path::PathBuf,
+    process::{ExitStatus, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use kube_double::{Config, Double, InitializerRule};
+use serde_json::{Value, json};
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+};
+
+pub const LABEL: &str = "k8s.opsani.io/initializer";
+
+/// A double and a kubeconfig that points at it.
+pub struct Bed {
+    pub double: Double,
+    pub dir: tempfile::TempDir,
+    pub kubeconfig: PathBuf,
+}
+
+impl Bed {
+    pub async fn start(config: Config) -> Bed {
+        let double = Double::start(config).await.expect("double starts");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        double
+            .write_kubeconfig(&kubeconfig, None)
+            .expect("kubeconfig written");
+        Bed {
+            double,
+            dir,
+            kubeconfig,
+        }
+    }
+
+    pub async fn legacy(initializers: &[&str]) -> Bed {
+        let mut config = Config::legacy();
+        config.initializers = initializers
+            .iter()
+            .map(|n| InitializerRule {
+                name: n.to_string(),
+                resources: vec!["pods".into(), "deployments.apps".into()],
+            })
+            .collect();
+        config.post_timeout = Duration::from_secs(20);
+        Bed::start(config).await
+    }
+
+    pub async fn modern() -> Bed {
+        Bed::start(Config::modern()).await
+    }
+
+    /// Runs metainit with the kubeconfig, an ephemeral admin port, and `args`.
+    pub fn metainit(&self, args: &[&str]) -> Metainit {
+        let mut all = vec![
+            "--kubeconfig".to_string(),
+            self.kubeconfig.display().to_string(),
+        ];
+        all.extend(["--admin-addr".into(), "127.0.0.1:0".into()]);
+        all.extend(args.iter().map(|a| a.to_string()));
+        Metainit::spawn(&all)
+    }
+
+    /// Pod names PATCHed so far, with their namespace, as `ns/name`.
+    pub fn patched(&self) -> Vec<String> {
+        self.double
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "PATCH")
+            .filter_map(|r| {
+                let path = r.path_and_query.split('?').next()?.to_string();
+                let parts: Vec<&str> = path.split('/').collect();
+                // /api/v1/namespaces/NS/pods/NAME or /apis/G/V/namespaces/NS/R/NAME
+                let ns = parts
+                    .iter()
+                    .position(|p| *p == "namespaces")
+                    .and_then(|i| parts.get(i + 1))?;
+                Some(format!("{ns}/{}", parts.last()?))
+            })
+            .collect()
+    }
+}
+
+/// A labelled (or not) pod with one container.
+pub fn pod(name: &str, labelled: bool) -> Value {
+    let mut labels = json!({"app": "test"});
+    if labelled {
+        labels[LABEL] = json!("true");
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "registry.example/c:1"}]}
+    })
+}
+
+/// A pod with scheduling gates.
+pub fn gated_pod(name: &str, labelled: bool, gates: &[&str]) -> Value {
+    let mut p = pod(name, labelled);
+    p["spec"]["schedulingGates"] = gates.iter().map(|g| json!({"name": g})).collect();
+    p
+}
+
+pub fn pending_initializers(obj: &Value) -> Vec<String> {
+    names(obj.pointer("/metadata/initializers/pending"))
+}
+
+pub fn gates(obj: &Value) -> Vec<String> {
+    names(obj.pointer("/spec/schedulingGates"))
+}
+
+fn names(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Polls `check` until it is true, failing the test after `limit`.
+pub async fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A running metainit process, its stderr collected line by line.
+pub struct Metainit {
+    pub child: Child,
+    pub stderr: Arc<Mutex<Vec<String>>>,
+    pub stdout: Arc<Mutex<Vec<String>>>,
+}
+
+impl Metainit {
+    pub fn spawn(args: &[String]) -> Metainit {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_metainit"))
+            .args(args)
+            .env("RUST_LOG", "info,metainit=debug")
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("metainit starts");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        collect(child.stderr.take().expect("stderr"), stderr.clone());
+        collect(child.stdout.take().expect("stdout"), stdout.clone());
+        Metainit {
+            child,
+            stderr,
+            stdout,
+        }
+    }
+
+    pub fn log(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn out(&self) -> String {
+        self.stdout.lock().unwrap().join("\n")
+    }
+
+    /// Lines logged at WARN or ERROR.
+    pub fn problems(&self) -> Vec<String> {
+        self.log()
+            .into_iter()
+            .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("panicked"))
+            .collect()
+    }
+
+    /// The admin server's address, from its start-up line.
+    pub async fn admin_addr(&self) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some(addr) = self.log().iter().find_map(|l| {
+                let i = l.find("admin server listening")?;
+                let _ = i;
+                let a = l.split("addr=").nth(1)?;
+                Some(a.split_whitespace().next()?.to_string())
+            }) {
+                return addr;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no admin address logged: {:?}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits for the process to exit, failing after `limit`.
+    pub async fn wait(&mut self, limit: Duration) -> ExitStatus {
+        match tokio::time::timeout(limit, self.child.wait()).await {
+            Ok(status) => {
+                // Let the readers drain the pipes.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                status.expect("wait")
+            }
+            Err(_) => panic!(
+                "metainit did not exit within {limit:?}; log: {:#?}",
+                self.log()
+            ),
+        }
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let pid = self.child.id().expect("running");
+        let ok = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("kill");
+        assert!(ok.success());
+    }
+
+    pub async fn stop(mut self) -> ExitStatus {
+        self.signal("TERM");
+        self.wait(Duration::from_secs(20)).await
+    }
+}
+
+fn collect<R: tokio::io::AsyncRead + Unpin + Send + 'static>(r: R, into: Arc<Mutex<Vec<String>>>) {
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(r).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            into.lock().unwrap().push(line);
+        }
+    });
+}
+
+/// Runs metainit to completion with `args` (no kubeconfig added), returning exit code, stdout and stderr.
+pub async fn run_to_end(args: &[&str], limit: Duration) -> (i32, String, String) {
+    let out = tokio::time::timeout(
+        limit,
+        Command::new(env!("CARGO_BIN_EXE_metainit"))
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env("HOME", "/nonexistent")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("metainit {args:?} did not finish within {limit:?}"))
+    .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// GET on the admin server: status code and body.
+pub async fn admin_get(addr: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("admin reachable");
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.unwrap();
+    let code = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// A kube client for the double (what a user's `kubectl create` would be).
+pub fn client(bed: &Bed) -> kube::Client {
+    let url: http::Uri = bed.double.url().parse().expect("url");
+    kube::Client::try_from(kube::Config::new(url)).expect("client")
+}
