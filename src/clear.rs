@@ -166,6 +166,18 @@ impl Clearer {
     }
 }
 
+/// The server's Retry-After, from the Status details of a 429 or 503.
+fn retry_after(e: &kube::Error) -> Duration {
+    match e {
+        kube::Error::Api(s) => s
+            .details
+            .as_ref()
+            .map(|d| Duration::from_secs(u64::from(d.retry_after_seconds).min(30)))
+            .unwrap_or_default(),
+        _ => Duration::ZERO,
+    }
+}
+
 fn transient_reason(e: &kube::Error) -> &'static str {
     match e {
         kube::Error::Api(s) if s.code == 429 => "throttled",
@@ -262,7 +274,8 @@ impl Queue {
                 state.first_seen.insert(key.clone(), Instant::now());
                 self.clearer.metrics.pending.inc();
             }
-        } else if state.first_seen.remove(&key).is_some() {
+        } else if !state.slots.contains_key(&key) && state.first_seen.remove(&key).is_some() {
+            // With a worker on it, the worker settles the entry (and times the clear).
             self.clearer.metrics.pending.dec();
         }
         if let Some(slot) = state.slots.get_mut(&key) {
@@ -357,6 +370,7 @@ impl Queue {
                     }
                 }
             })
+            .adjust(|e: &Transient, wait| Some(wait?.max(retry_after(&e.0))))
             .notify(|e: &Transient, wait| {
                 self.clearer.metrics.failure(transient_reason(&e.0));
                 debug!(object = %key, error = %e, retry_in = ?wait, "clearing failed, retrying");
@@ -379,6 +393,10 @@ impl Queue {
                 && !matches!(outcome, Outcome::Abandoned);
             if !again {
                 state.slots.remove(&key);
+                let settled = matches!(outcome, Outcome::Left(_) | Outcome::Gone);
+                if settled && state.first_seen.remove(&key).is_some() {
+                    self.clearer.metrics.pending.dec();
+                }
                 if state.slots.is_empty() {
                     self.idle.notify_waiters();
                 }
@@ -404,9 +422,6 @@ impl Queue {
                 .metrics
                 .cleared(self.clearer.mode.as_str(), &self.clearer.target.name);
             self.clearer.publish_event(obj, names);
-        }
-        if matches!(outcome, Outcome::Gone) && self.state().first_seen.remove(key).is_some() {
-            self.clearer.metrics.pending.dec();
         }
         self.tally(outcome);
     }

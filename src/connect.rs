@@ -133,6 +133,11 @@ pub fn client(
     mode: Option<Mode>,
     reach: Option<Arc<dyn Reachability>>,
 ) -> Result<Client> {
+    // kube's own retry of 429/503/504 (up to 15 times, delays up to 1000 s) would hide
+    // failures from the metrics and hold a worker for minutes: every retry is ours,
+    // per object, capped at 30 s, and honours the server's Retry-After.
+    let mut config = config;
+    config.default_retry = false;
     let url = config.cluster_url.to_string();
     let builder = ClientBuilder::try_from(config).map_err(|e| tls_error(&url, e))?;
     let legacy = mode == Some(Mode::Initializers);

@@ -12,7 +12,11 @@ const OTHER: &str = "example.com/quota";
 const WAIT: Duration = Duration::from_secs(20);
 
 fn gates_of(bed: &Bed, name: &str) -> Vec<String> {
-    gates(&bed.double.get("pods", "default", name).unwrap_or_else(|| panic!("{name} exists")))
+    gates(
+        &bed.double
+            .get("pods", "default", name)
+            .unwrap_or_else(|| panic!("{name} exists")),
+    )
 }
 
 fn condition_reason(bed: &Bed, name: &str) -> Option<String> {
@@ -27,32 +31,76 @@ fn condition_reason(bed: &Bed, name: &str) -> Option<String> {
 #[tokio::test]
 async fn labelled_gated_pods_are_cleared_unlabelled_never_touched() {
     let bed = Bed::modern().await;
-    bed.double.create("pods", "default", gated_pod("early", true, &[KUEUE, OTHER])).unwrap();
-    bed.double.create("pods", "default", gated_pod("bystander", false, &[KUEUE])).unwrap();
-    assert_eq!(condition_reason(&bed, "early").as_deref(), Some("SchedulingGated"));
+    bed.double
+        .create("pods", "default", gated_pod("early", true, &[KUEUE, OTHER]))
+        .unwrap();
+    bed.double
+        .create("pods", "default", gated_pod("bystander", false, &[KUEUE]))
+        .unwrap();
+    assert_eq!(
+        condition_reason(&bed, "early").as_deref(),
+        Some("SchedulingGated")
+    );
     let metainit = bed.metainit(&[]);
     eventually("early ungated", WAIT, || gates_of(&bed, "early").is_empty()).await;
     // Created while metainit watches.
-    bed.double.create("pods", "default", gated_pod("late", true, &[KUEUE])).unwrap();
+    bed.double
+        .create("pods", "default", gated_pod("late", true, &[KUEUE]))
+        .unwrap();
     eventually("late ungated", WAIT, || gates_of(&bed, "late").is_empty()).await;
-    assert_ne!(condition_reason(&bed, "late").as_deref(), Some("SchedulingGated"));
+    assert_ne!(
+        condition_reason(&bed, "late").as_deref(),
+        Some("SchedulingGated")
+    );
 
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(gates_of(&bed, "bystander"), [KUEUE]);
     let patched = bed.patched();
-    assert!(!patched.contains(&"default/bystander".to_string()), "{patched:?}");
+    assert!(
+        !patched.contains(&"default/bystander".to_string()),
+        "{patched:?}"
+    );
     assert_eq!(patched.len(), 2, "one PATCH per object: {patched:?}");
-    let patch = bed.double.requests().into_iter().find(|r| r.method == "PATCH").unwrap();
+    let patch = bed
+        .double
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "PATCH")
+        .unwrap();
     let body: serde_json::Value = serde_json::from_str(&patch.body).unwrap();
     assert_eq!(body[0]["op"], "test");
-    assert_eq!(body[1], json!({"op": "remove", "path": "/spec/schedulingGates"}));
-    for r in bed.double.requests().iter().filter(|r| r.method == "GET" && r.path_and_query.starts_with("/api/v1/pods")) {
-        assert!(r.path_and_query.contains("labelSelector=k8s.opsani.io%2Finitializer"), "{}", r.path_and_query);
-        assert!(!r.path_and_query.contains("includeUninitialized"), "{}", r.path_and_query);
+    assert_eq!(
+        body[1],
+        json!({"op": "remove", "path": "/spec/schedulingGates"})
+    );
+    for r in bed
+        .double
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path_and_query.starts_with("/api/v1/pods"))
+    {
+        assert!(
+            r.path_and_query
+                .contains("labelSelector=k8s.opsani.io%2Finitializer"),
+            "{}",
+            r.path_and_query
+        );
+        assert!(
+            !r.path_and_query.contains("includeUninitialized"),
+            "{}",
+            r.path_and_query
+        );
     }
     let log = metainit.log();
-    assert!(log.iter().any(|l| l.contains("mode=scheduling-gates")), "auto picked gates: {log:#?}");
-    assert!(log.iter().any(|l| l.contains("cleared") && l.contains("default/late") && l.contains(KUEUE)), "{log:#?}");
+    assert!(
+        log.iter().any(|l| l.contains("mode=scheduling-gates")),
+        "auto picked gates: {log:#?}"
+    );
+    assert!(
+        log.iter()
+            .any(|l| l.contains("cleared") && l.contains("default/late") && l.contains(KUEUE)),
+        "{log:#?}"
+    );
     assert!(metainit.problems().is_empty(), "{:#?}", metainit.problems());
     assert!(metainit.stop().await.success());
 }
@@ -68,36 +116,64 @@ async fn terminating_and_bound_pods_are_skipped() {
     bed.double.create("pods", "default", terminating).unwrap();
     // A finalizer keeps a deleted pod, terminating, as on a real server.
     bed.double.delete("pods", "default", "terminating").unwrap();
-    assert!(bed.double.get("pods", "default", "terminating").unwrap().pointer("/metadata/deletionTimestamp").is_some());
-    bed.double.create("pods", "default", gated_pod("ok", true, &[KUEUE])).unwrap();
+    assert!(
+        bed.double
+            .get("pods", "default", "terminating")
+            .unwrap()
+            .pointer("/metadata/deletionTimestamp")
+            .is_some()
+    );
+    bed.double
+        .create("pods", "default", gated_pod("ok", true, &[KUEUE]))
+        .unwrap();
     let metainit = bed.metainit(&[]);
     eventually("ok ungated", WAIT, || gates_of(&bed, "ok").is_empty()).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(gates_of(&bed, "bound"), [KUEUE]);
     assert_eq!(gates_of(&bed, "terminating"), [KUEUE]);
     let patched = bed.patched();
-    assert_eq!(patched, ["default/ok"], "only the pod that is neither bound nor terminating");
+    assert_eq!(
+        patched,
+        ["default/ok"],
+        "only the pod that is neither bound nor terminating"
+    );
     assert!(metainit.stop().await.success());
 }
 
 #[tokio::test]
 async fn only_removes_the_gates_given() {
     let bed = Bed::modern().await;
-    bed.double.create("pods", "default", gated_pod("two", true, &[KUEUE, OTHER])).unwrap();
+    bed.double
+        .create("pods", "default", gated_pod("two", true, &[KUEUE, OTHER]))
+        .unwrap();
     let metainit = bed.metainit(&["--only", OTHER]);
-    eventually("quota gate removed", WAIT, || gates_of(&bed, "two") == [KUEUE]).await;
+    eventually("quota gate removed", WAIT, || {
+        gates_of(&bed, "two") == [KUEUE]
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(gates_of(&bed, "two"), [KUEUE]);
-    assert_eq!(condition_reason(&bed, "two").as_deref(), Some("SchedulingGated"));
+    assert_eq!(
+        condition_reason(&bed, "two").as_deref(),
+        Some("SchedulingGated")
+    );
     assert!(metainit.stop().await.success());
 }
 
 #[tokio::test]
 async fn dry_run_changes_nothing() {
     let bed = Bed::modern().await;
-    bed.double.create("pods", "default", gated_pod("p", true, &[KUEUE])).unwrap();
+    bed.double
+        .create("pods", "default", gated_pod("p", true, &[KUEUE]))
+        .unwrap();
     let metainit = bed.metainit(&["--dry-run"]);
-    eventually("dry run logged", WAIT, || metainit.log().iter().any(|l| l.contains("would clear") && l.contains("default/p"))).await;
+    eventually("dry run logged", WAIT, || {
+        metainit
+            .log()
+            .iter()
+            .any(|l| l.contains("would clear") && l.contains("default/p"))
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(gates_of(&bed, "p"), [KUEUE]);
     assert!(bed.double.requests().iter().all(|r| r.method == "GET"));
@@ -108,7 +184,13 @@ async fn dry_run_changes_nothing() {
 async fn once_exits_0_when_all_clear_and_1_when_not() {
     let bed = Bed::modern().await;
     for i in 0..5 {
-        bed.double.create("pods", "default", gated_pod(&format!("p{i}"), true, &[KUEUE])).unwrap();
+        bed.double
+            .create(
+                "pods",
+                "default",
+                gated_pod(&format!("p{i}"), true, &[KUEUE]),
+            )
+            .unwrap();
     }
     let mut m = bed.metainit(&["--once"]);
     assert_eq!(m.wait(WAIT).await.code(), Some(0), "{:#?}", m.log());
@@ -117,10 +199,24 @@ async fn once_exits_0_when_all_clear_and_1_when_not() {
 
     // A user who may not patch pods.
     let mut config = kube_double::Config::modern();
-    config.tokens = Some([("reader".to_string(), vec!["get pods".to_string(), "list pods".into(), "watch pods".into()])].into());
+    config.tokens = Some(
+        [(
+            "reader".to_string(),
+            vec![
+                "get pods".to_string(),
+                "list pods".into(),
+                "watch pods".into(),
+            ],
+        )]
+        .into(),
+    );
     let bed = Bed::start(config).await;
-    bed.double.write_kubeconfig(&bed.kubeconfig, Some("reader")).unwrap();
-    bed.double.create("pods", "default", gated_pod("p", true, &[KUEUE])).unwrap();
+    bed.double
+        .write_kubeconfig(&bed.kubeconfig, Some("reader"))
+        .unwrap();
+    bed.double
+        .create("pods", "default", gated_pod("p", true, &[KUEUE]))
+        .unwrap();
     let mut m = bed.metainit(&["--once"]);
     assert_eq!(m.wait(WAIT).await.code(), Some(1), "{:#?}", m.log());
     assert!(m.out().contains("failed 1"), "{}", m.out());
@@ -135,9 +231,18 @@ async fn three_replicas_clear_100_pods_quietly() {
         r.admin_addr().await;
     }
     for i in 0..100 {
-        bed.double.create("pods", "default", gated_pod(&format!("p{i:03}"), true, &[KUEUE, OTHER])).unwrap();
+        bed.double
+            .create(
+                "pods",
+                "default",
+                gated_pod(&format!("p{i:03}"), true, &[KUEUE, OTHER]),
+            )
+            .unwrap();
     }
-    eventually("all 100 ungated", Duration::from_secs(60), || (0..100).all(|i| gates_of(&bed, &format!("p{i:03}")).is_empty())).await;
+    eventually("all 100 ungated", Duration::from_secs(60), || {
+        (0..100).all(|i| gates_of(&bed, &format!("p{i:03}")).is_empty())
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     for r in replicas {
         assert!(r.problems().is_empty(), "{:#?}", r.problems());
@@ -147,10 +252,17 @@ async fn three_replicas_clear_100_pods_quietly() {
 
 #[tokio::test]
 async fn auto_picks_the_mode_of_each_generation() {
-    for (bed, want) in [(Bed::legacy(&[]).await, "mode=initializers"), (Bed::modern().await, "mode=scheduling-gates")] {
+    for (bed, want) in [
+        (Bed::legacy(&[]).await, "mode=initializers"),
+        (Bed::modern().await, "mode=scheduling-gates"),
+    ] {
         let mut m = bed.metainit(&["--once"]);
         assert_eq!(m.wait(WAIT).await.code(), Some(0));
-        assert!(m.log().iter().any(|l| l.contains(want)), "{want}: {:#?}", m.log());
+        assert!(
+            m.log().iter().any(|l| l.contains(want)),
+            "{want}: {:#?}",
+            m.log()
+        );
     }
 }
 
@@ -167,18 +279,42 @@ async fn gates_mode_refuses_other_resources() {
 /// kubectl, which nobody here wrote, shows the pod SchedulingGated before and not after.
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_sees_scheduling_gated_then_not() {
-    if std::process::Command::new("kubectl").arg("version").arg("--client").output().is_err() {
+    if std::process::Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
         panic!("kubectl is needed for this test");
     }
     let bed = Bed::modern().await;
-    bed.double.create("pods", "default", gated_pod("web", true, &[KUEUE])).unwrap();
+    bed.double
+        .create("pods", "default", gated_pod("web", true, &[KUEUE]))
+        .unwrap();
     let kubectl_status = || {
         let out = std::process::Command::new("kubectl")
-            .args(["--kubeconfig", &bed.kubeconfig.display().to_string(), "get", "pod", "web", "-n", "default", "--no-headers"])
+            .args([
+                "--kubeconfig",
+                &bed.kubeconfig.display().to_string(),
+                "get",
+                "pod",
+                "web",
+                "-n",
+                "default",
+                "--no-headers",
+            ])
             .output()
             .expect("kubectl runs");
-        assert!(out.status.success(), "kubectl failed: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).split_whitespace().nth(2).unwrap_or_default().to_string()
+        assert!(
+            out.status.success(),
+            "kubectl failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .nth(2)
+            .unwrap_or_default()
+            .to_string()
     };
     let before = tokio::task::block_in_place(kubectl_status);
     assert_eq!(before, "SchedulingGated");

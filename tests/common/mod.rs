@@ -149,7 +149,10 @@ impl Metainit {
     pub fn spawn(args: &[String]) -> Metainit {
         let mut child = Command::new(env!("CARGO_BIN_EXE_metainit"))
             .args(args)
-            .env("RUST_LOG", "info,metainit=debug")
+            .env(
+                "RUST_LOG",
+                format!("{},metainit=debug", metainit::logging::DEFAULT_FILTER),
+            )
             .env_remove("KUBECONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -1,0 +1,323 @@
+//! What an operator relies on: /healthz, /readyz, /metrics, Events, and SIGTERM.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use kube_double::Faults;
+
+const KUEUE: &str = "kueue.x-k8s.io/admission";
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn wait_status(addr: &str, path: &str, want: u16) {
+    let start = std::time::Instant::now();
+    loop {
+        let (code, body) = admin_get(addr, path).await;
+        if code == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "{path} stayed {code} ({body}), wanted {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[tokio::test]
+async fn readyz_follows_the_api_server() {
+    let bed = Bed::modern().await;
+    let m = bed.metainit(&[]);
+    let addr = m.admin_addr().await;
+    wait_status(&addr, "/healthz", 200).await;
+    wait_status(&addr, "/readyz", 200).await;
+    bed.double.stop();
+    wait_status(&addr, "/readyz", 503).await;
+    assert_eq!(
+        admin_get(&addr, "/healthz").await.0,
+        200,
+        "alive while the server is down"
+    );
+    bed.double.resume().await.unwrap();
+    wait_status(&addr, "/readyz", 200).await;
+    // And it still clears after the outage.
+    bed.double
+        .create("pods", "default", gated_pod("after", true, &[KUEUE]))
+        .unwrap();
+    eventually("cleared after the outage", WAIT, || {
+        gates(&bed.double.get("pods", "default", "after").unwrap()).is_empty()
+    })
+    .await;
+    let (_, text) = admin_get(&addr, "/metrics").await;
+    assert!(
+        text.contains("metainit_watch_restarts_total{cause="),
+        "{text}"
+    );
+    assert!(m.stop().await.success());
+}
+
+#[tokio::test]
+async fn readyz_waits_for_a_server_down_at_start() {
+    let mut config = kube_double::Config::modern();
+    config.down_at_start = Some(Duration::from_secs(3));
+    let bed = Bed::start(config).await;
+    bed.double
+        .create("pods", "default", gated_pod("p", true, &[KUEUE]))
+        .unwrap();
+    let m = bed.metainit(&[]);
+    let addr = m.admin_addr().await;
+    assert_eq!(admin_get(&addr, "/readyz").await.0, 503);
+    assert_eq!(admin_get(&addr, "/healthz").await.0, 200);
+    eventually("cleared once the server is up", WAIT, || {
+        gates(&bed.double.get("pods", "default", "p").unwrap()).is_empty()
+    })
+    .await;
+    wait_status(&addr, "/readyz", 200).await;
+    assert!(m.stop().await.success());
+}
+
+#[tokio::test]
+async fn metrics_count_clears_failures_pending_and_latency() {
+    let bed = Bed::modern().await;
+    for i in 0..3 {
+        bed.double
+            .create(
+                "pods",
+                "default",
+                gated_pod(&format!("p{i}"), true, &[KUEUE]),
+            )
+            .unwrap();
+    }
+    let m = bed.metainit(&[]);
+    let addr = m.admin_addr().await;
+    eventually("three cleared", WAIT, || {
+        (0..3).all(|i| {
+            gates(&bed.double.get("pods", "default", &format!("p{i}")).unwrap()).is_empty()
+        })
+    })
+    .await;
+
+    // Every request now fails: the next pod stays pending and its failures are counted.
+    bed.double.set_faults(Faults {
+        error_fraction: 1.0,
+        error_codes: vec![503],
+        retry_after_secs: 1,
+        ..Faults::default()
+    });
+    bed.double
+        .create("pods", "default", gated_pod("stuck", true, &[KUEUE]))
+        .unwrap();
+    let mut text = String::new();
+    let start = std::time::Instant::now();
+    while metric(
+        &text,
+        "metainit_clear_failures_total{reason=\"server_error\"}",
+    )
+    .unwrap_or(0.0)
+        < 1.0
+    {
+        assert!(
+            start.elapsed() < WAIT,
+            "no failure counted: {text}\n{:#?}",
+            m.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        text = admin_get(&addr, "/metrics").await.1;
+    }
+    assert_eq!(
+        metric(&text, "metainit_objects_pending"),
+        Some(1.0),
+        "{text}"
+    );
+    bed.double.set_faults(Faults::default());
+    eventually("stuck cleared", Duration::from_secs(40), || {
+        gates(&bed.double.get("pods", "default", "stuck").unwrap()).is_empty()
+    })
+    .await;
+
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (_, text) = admin_get(&addr, "/metrics").await;
+    assert_eq!(
+        metric(
+            &text,
+            "metainit_objects_cleared_total{mode=\"scheduling-gates\",resource=\"pods\"}"
+        ),
+        Some(4.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "metainit_objects_pending"),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "metainit_clear_latency_seconds_count"),
+        Some(4.0),
+        "{text}"
+    );
+    assert!(
+        text.contains("metainit_build_info{version=\"0.1.0\"} 1"),
+        "{text}"
+    );
+    assert!(m.stop().await.success());
+}
+
+#[tokio::test]
+async fn events_are_written_for_cleared_objects() {
+    for (bed, reason) in [
+        (Bed::modern().await, "SchedulingGatesCleared"),
+        (
+            Bed::legacy(&["podimage.example.com"]).await,
+            "InitializersCleared",
+        ),
+    ] {
+        let obj = if reason == "InitializersCleared" {
+            pod("web", true)
+        } else {
+            gated_pod("web", true, &[KUEUE])
+        };
+        bed.double.create("pods", "default", obj).unwrap();
+        let m = bed.metainit(&["--node-name", "cp-1"]);
+        eventually("an event", WAIT, || !bed.double.events().is_empty()).await;
+        let events = bed.double.events();
+        assert_eq!(events.len(), 1, "{events:#?}");
+        let e = &events[0];
+        assert_eq!(e["reason"], reason);
+        assert_eq!(e["type"], "Normal");
+        assert_eq!(e["involvedObject"]["kind"], "Pod");
+        assert_eq!(e["involvedObject"]["name"], "web");
+        assert_eq!(e["involvedObject"]["namespace"], "default");
+        assert_eq!(e["reportingComponent"], "metainit");
+        assert_eq!(e["reportingInstance"], "cp-1");
+        assert_eq!(e["source"]["host"], "cp-1");
+        let message = e["message"].as_str().unwrap();
+        let name = if reason == "InitializersCleared" {
+            "podimage.example.com"
+        } else {
+            KUEUE
+        };
+        assert!(message.contains(name), "{message}");
+        assert!(m.stop().await.success());
+    }
+}
+
+#[tokio::test]
+async fn event_failures_never_block_a_clear() {
+    let mut config = kube_double::Config::modern();
+    // May clear pods but not write events.
+    config.tokens = Some(
+        [(
+            "m".to_string(),
+            vec![
+                "get pods".to_string(),
+                "list pods".into(),
+                "watch pods".into(),
+                "patch pods".into(),
+            ],
+        )]
+        .into(),
+    );
+    let bed = Bed::start(config).await;
+    bed.double
+        .write_kubeconfig(&bed.kubeconfig, Some("m"))
+        .unwrap();
+    bed.double
+        .create("pods", "default", gated_pod("p", true, &[KUEUE]))
+        .unwrap();
+    let m = bed.metainit(&["--mode", "scheduling-gates"]);
+    let addr = m.admin_addr().await;
+    eventually("cleared", WAIT, || {
+        gates(&bed.double.get("pods", "default", "p").unwrap()).is_empty()
+    })
+    .await;
+    let start = std::time::Instant::now();
+    loop {
+        let text = admin_get(&addr, "/metrics").await.1;
+        if metric(&text, "metainit_event_failures_total") == Some(1.0) {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "event failure not counted: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(m.log().iter().any(|l| l.contains("cannot write the Event")));
+    assert!(m.stop().await.success());
+}
+
+#[tokio::test]
+async fn sigterm_lets_in_flight_patches_finish() {
+    let bed = Bed::modern().await;
+    let m = bed.metainit(&[]);
+    let addr = m.admin_addr().await;
+    wait_status(&addr, "/readyz", 200).await;
+    // Every request now takes 1.5 s on the server.
+    bed.double.set_faults(Faults {
+        latency: Duration::from_millis(1500),
+        ..Faults::default()
+    });
+    for i in 0..10 {
+        bed.double
+            .create(
+                "pods",
+                "default",
+                gated_pod(&format!("p{i}"), true, &[KUEUE]),
+            )
+            .unwrap();
+    }
+    // Give the watch time to deliver them and the patches time to be sent.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(bed.patched().len(), 0, "no patch has completed yet");
+    m.signal("TERM");
+    let mut m = m;
+    let status = m.wait(WAIT).await;
+    assert_eq!(status.code(), Some(0), "{:#?}", m.log());
+    let done: Vec<_> = bed
+        .double
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.status == 200)
+        .collect();
+    assert_eq!(done.len(), 10, "all in-flight patches completed");
+    assert!(
+        (0..10).all(
+            |i| gates(&bed.double.get("pods", "default", &format!("p{i}")).unwrap()).is_empty()
+        )
+    );
+    assert!(
+        m.log()
+            .iter()
+            .any(|l| l.contains("waiting for in-flight patches")),
+        "{:#?}",
+        m.log()
+    );
+}
+
+#[tokio::test]
+async fn a_second_signal_exits_at_once() {
+    let bed = Bed::modern().await;
+    let m = bed.metainit(&["--shutdown-timeout", "60s"]);
+    let addr = m.admin_addr().await;
+    wait_status(&addr, "/readyz", 200).await;
+    bed.double.set_faults(Faults {
+        latency: Duration::from_secs(30),
+        ..Faults::default()
+    });
+    bed.double
+        .create("pods", "default", gated_pod("slow", true, &[KUEUE]))
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    m.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    m.signal("INT");
+    let mut m = m;
+    let started = std::time::Instant::now();
+    let status = m.wait(Duration::from_secs(5)).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(status.code(), Some(130));
+}
