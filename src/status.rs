@@ -283,6 +283,9 @@ pub fn human_age(secs: u64) -> String {
 
 /// The table, aligned like kubectl's: columns padded to the widest cell plus three spaces.
 pub fn table(report: &Report) -> String {
+    if report.items.is_empty() {
+        return summary(report) + "\n";
+    }
     let mut rows = vec![
         ["KIND", "NAME", "AGE", "BLOCKED BY", "LABELLED", "OWNER"]
             .map(String::from)
