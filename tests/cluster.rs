@@ -17,7 +17,11 @@ const LABEL: &str = "k8s.opsani.io/initializer";
 const GATE: &str = "metainit.test/hold";
 
 fn gated(name: &str, labelled: bool) -> Pod {
-    let labels = if labelled { json!({LABEL: "true"}) } else { json!({}) };
+    let labels = if labelled {
+        json!({LABEL: "true"})
+    } else {
+        json!({})
+    };
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": labels},
         "spec": {
@@ -29,29 +33,45 @@ fn gated(name: &str, labelled: bool) -> Pod {
 }
 
 fn gates(pod: &Pod) -> usize {
-    pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).map_or(0, Vec::len)
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .map_or(0, Vec::len)
 }
 
 #[tokio::test]
 #[ignore = "needs a cluster"]
 async fn clears_the_labelled_gated_pod_only() {
-    let client = Client::try_default().await.expect("a kubeconfig with a reachable cluster");
+    let client = Client::try_default()
+        .await
+        .expect("a kubeconfig with a reachable cluster");
     let ns_name = format!("metainit-e2e-{}", std::process::id());
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": ns_name}})).unwrap();
-    namespaces.create(&PostParams::default(), &ns).await.expect("namespace created");
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
 
     let (c, n) = (client.clone(), ns_name.clone());
     let result = async move {
         let (client, ns_name) = (c, n);
         let pods: Api<Pod> = Api::namespaced(client, &ns_name);
-        pods.create(&PostParams::default(), &gated("labelled", true)).await.expect("labelled pod");
-        pods.create(&PostParams::default(), &gated("unlabelled", false)).await.expect("unlabelled pod");
+        pods.create(&PostParams::default(), &gated("labelled", true))
+            .await
+            .expect("labelled pod");
+        pods.create(&PostParams::default(), &gated("unlabelled", false))
+            .await
+            .expect("unlabelled pod");
         let out = Command::new(env!("CARGO_BIN_EXE_metainit"))
             .args(["--once", "--namespace", &ns_name])
             .output()
             .expect("metainit runs");
-        assert!(out.status.success(), "metainit --once failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "metainit --once failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         tokio::time::sleep(Duration::from_secs(1)).await;
         let labelled = pods.get("labelled").await.expect("labelled");
         let unlabelled = pods.get("unlabelled").await.expect("unlabelled");

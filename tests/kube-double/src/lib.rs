@@ -1,1 +1,277 @@
+// kube-double: an in-memory kube-apiserver double over real HTTP on loopback, imitating
+// Kubernetes 1.13 (initializers) or 1.33 (scheduling gates), with faults on demand.
+#![forbid(unsafe_code)]
 
+pub mod api;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod control;
+pub mod discovery;
+pub mod legacy;
+pub mod modern;
+pub mod patch;
+pub mod resources;
+pub mod routes;
+pub mod selectors;
+pub mod server;
+pub mod state;
+pub mod status;
+pub mod store;
+pub mod table;
+pub mod watch;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+pub use config::{Config, Faults, Generation, InitializerRule};
+pub use state::RequestRecord;
+pub use store::Change;
+
+use api::Subresource;
+use auth::Caller;
+use resources::ResourceInfo;
+use server::Server;
+
+/// A running double. Cheap to clone; every method takes `&self`.
+#[derive(Clone)]
+pub struct Double {
+    server: Arc<Server>,
+}
+
+fn unknown_resource(resource: &str) -> Value {
+    status::status(
+        404,
+        "NotFound",
+        format!("the server could not find the requested resource ({resource})"),
+        None,
+    )
+}
+
+impl Double {
+    /// Binds `config.listen` and serves (or, with `down_at_start`, refuses
+    /// connections for that long first).
+    pub async fn start(config: Config) -> std::io::Result<Double> {
+        config
+            .faults
+            .validate()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let listener = TcpListener::bind(config.listen).await?;
+        let addr = listener.local_addr()?;
+        let down = config.down_at_start;
+        let shared = Arc::new(state::Shared::new(config, addr));
+        let server = Server::new(shared);
+        match down {
+            Some(d) if !d.is_zero() => {
+                drop(listener);
+                server.resume_after(d);
+            }
+            _ => server.serve(listener),
+        }
+        Ok(Double { server })
+    }
+
+    fn shared(&self) -> &state::Shared {
+        &self.server.shared
+    }
+
+    fn resource(&self, resource: &str) -> Result<ResourceInfo, Value> {
+        self.shared()
+            .registry
+            .by_key(resource)
+            .cloned()
+            .ok_or_else(|| unknown_resource(resource))
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.shared().addr
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr())
+    }
+
+    pub fn generation(&self) -> Generation {
+        self.shared().config.generation
+    }
+
+    /// A kubeconfig whose cluster, user and context are all named `kube-double`.
+    pub fn kubeconfig_yaml(&self, token: Option<&str>) -> String {
+        kubeconfig_yaml(&self.url(), token)
+    }
+
+    pub fn write_kubeconfig(&self, path: &Path, token: Option<&str>) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig_yaml(token))
+    }
+
+    /// Creates as a client with `includeUninitialized=true` would: admission runs
+    /// (pending initializers are filled from the rules) but it never blocks.
+    pub fn create(&self, resource: &str, namespace: &str, object: Value) -> Result<Value, Value> {
+        let res = self.resource(resource)?;
+        api::create(
+            self.shared(),
+            &res,
+            namespace,
+            object,
+            &Caller::everything(),
+        )
+        .map(|o| (*o).clone())
+        .map_err(|e| e.status)
+    }
+
+    /// PUT semantics, with the same validation as the HTTP API.
+    pub fn update(&self, resource: &str, namespace: &str, object: Value) -> Result<Value, Value> {
+        let res = self.resource(resource)?;
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        api::update(
+            self.shared(),
+            &res,
+            namespace,
+            &name,
+            object,
+            &Caller::everything(),
+            Subresource::Main,
+        )
+        .map(|o| (*o).clone())
+        .map_err(|e| e.status)
+    }
+
+    /// Replaces only `status` (the `/status` subresource).
+    pub fn update_status(
+        &self,
+        resource: &str,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, Value> {
+        let res = self.resource(resource)?;
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        api::update(
+            self.shared(),
+            &res,
+            namespace,
+            &name,
+            object,
+            &Caller::everything(),
+            Subresource::Status,
+        )
+        .map(|o| (*o).clone())
+        .map_err(|e| e.status)
+    }
+
+    pub fn delete(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, Value> {
+        let res = self.resource(resource)?;
+        api::delete(self.shared(), &res, namespace, name, None)
+            .map(|o| (*o).clone())
+            .map_err(|e| e.status)
+    }
+
+    /// The object, initialized or not.
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        let res = self.resource(resource).ok()?;
+        api::get(self.shared(), &res, namespace, name, true)
+            .ok()
+            .map(|o| (*o).clone())
+    }
+
+    /// Every object of a resource, initialized or not, in namespace/name order.
+    pub fn list(&self, resource: &str) -> Vec<Value> {
+        let Ok(res) = self.resource(resource) else {
+            return Vec::new();
+        };
+        let inner = self.shared().store.lock();
+        inner
+            .range(&res.key, None, None)
+            .into_iter()
+            .map(|(_, o)| (**o).clone())
+            .collect()
+    }
+
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared().requests()
+    }
+
+    pub fn clear_requests(&self) {
+        self.shared().clear_requests();
+    }
+
+    pub fn history(&self, resource: &str, namespace: &str, name: &str) -> Vec<Change> {
+        self.shared()
+            .store
+            .lock()
+            .history(resource, namespace, name)
+    }
+
+    /// Every event, `v1` and `events.k8s.io/v1`.
+    pub fn events(&self) -> Vec<Value> {
+        let mut out = self.list("events");
+        out.extend(self.list("events.events.k8s.io"));
+        out
+    }
+
+    pub fn set_faults(&self, faults: Faults) {
+        self.shared().set_faults(faults);
+    }
+
+    pub fn faults(&self) -> Faults {
+        self.shared().faults()
+    }
+
+    /// Refuses connections from now on and aborts open ones; state is kept.
+    pub fn stop(&self) {
+        self.server.stop();
+    }
+
+    /// Listens again on the same address.
+    pub async fn resume(&self) -> std::io::Result<()> {
+        self.server.resume().await
+    }
+
+    /// Stops now and resumes after `d` in the background.
+    pub fn down_for(&self, d: Duration) {
+        self.server.down_for(d);
+    }
+
+    /// Every resource version older than now becomes too old (410 on watch and continue).
+    pub fn expire_versions(&self) {
+        self.shared().store.lock().expire();
+    }
+
+    /// The store's current global revision.
+    pub fn resource_version(&self) -> u64 {
+        self.shared().store.lock().revision()
+    }
+
+    pub async fn shutdown(self) {
+        self.server.stop();
+        tokio::task::yield_now().await;
+    }
+}
+
+pub fn kubeconfig_yaml(url: &str, token: Option<&str>) -> String {
+    let user = match token {
+        Some(t) => format!("    token: \"{t}\"\n"),
+        None => "    {}\n".to_string(),
+    };
+    let user = if token.is_some() {
+        format!("  user:\n{user}")
+    } else {
+        "  user: {}\n".to_string()
+    };
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-double\n  cluster:\n    server: {url}\nusers:\n- name: kube-double\n{user}contexts:\n- name: kube-double\n  context:\n    cluster: kube-double\n    user: kube-double\n    namespace: default\ncurrent-context: kube-double\npreferences: {{}}\n"
+    )
+}

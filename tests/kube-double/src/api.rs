@@ -1,0 +1,560 @@
+// The API operations (create, get, list, update, patch, delete) with the admission and
+// validation both generations apply; shared by the HTTP routes and the library handle.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use serde_json::{Map, Value, json};
+
+use crate::auth::Caller;
+use crate::config::Generation;
+use crate::legacy;
+use crate::modern;
+use crate::patch::{self, PatchType};
+use crate::resources::ResourceInfo;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::state::{Shared, now_rfc3339};
+use crate::status::{self, ApiError, Cause};
+
+/// Options of a LIST (or the filtering part of a WATCH).
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+    pub include_uninitialized: bool,
+}
+
+impl ListOptions {
+    /// Whether an object passes the namespace, selectors and initialization filters.
+    pub fn matches(&self, obj: &Value) -> bool {
+        if let Some(ns) = &self.namespace
+            && obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns)
+        {
+            return false;
+        }
+        (self.include_uninitialized || legacy::is_initialized(obj))
+            && self.labels.matches_object(obj)
+            && self.fields.matches_object(obj)
+    }
+}
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn meta_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
+    let o = obj.as_object_mut()?;
+    let m = o.entry("metadata").or_insert_with(|| json!({}));
+    if !m.is_object() {
+        *m = json!({});
+    }
+    m.as_object_mut()
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            let b = l.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        })
+}
+
+const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/// Fields the client may not set or change, and the kind/apiVersion of the resource.
+fn normalize(obj: &mut Value, res: &ResourceInfo) {
+    if let Some(o) = obj.as_object_mut() {
+        o.insert("kind".into(), json!(res.kind));
+        o.insert("apiVersion".into(), json!(res.api_version()));
+    }
+}
+
+fn drop_unknown_fields(obj: &mut Value, res: &ResourceInfo, generation: Generation) {
+    match generation {
+        // 1.33 has no metadata.initializers: an unknown field, silently dropped.
+        Generation::Modern => {
+            if let Some(m) = meta_mut(obj) {
+                m.remove("initializers");
+            }
+        }
+        // 1.13 has no spec.schedulingGates.
+        Generation::Legacy => {
+            if res.is_pods()
+                && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
+            {
+                spec.remove("schedulingGates");
+            }
+        }
+    }
+}
+
+/// POST: admission, validation and storage; never blocks (see `legacy::wait_initialized`).
+pub fn create(
+    shared: &Shared,
+    res: &ResourceInfo,
+    namespace: &str,
+    mut obj: Value,
+    caller: &Caller,
+) -> Result<Arc<Value>, ApiError> {
+    if !obj.is_object() {
+        return Err(status::bad_request(format!(
+            "the body of the request was not a {} object",
+            res.kind
+        )));
+    }
+    let generation = shared.config.generation;
+    let body_ns = meta_str(&obj, "namespace").to_string();
+    if !body_ns.is_empty() && body_ns != namespace {
+        return Err(status::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    let mut name = meta_str(&obj, "name").to_string();
+    let generate = meta_str(&obj, "generateName").to_string();
+    if name.is_empty() && !generate.is_empty() {
+        name = format!("{generate}{}", shared.name_suffix());
+    }
+    if name.is_empty() {
+        return Err(status::invalid(
+            res,
+            "",
+            &[Cause::required(
+                "metadata.name",
+                "name or generateName is required",
+            )],
+        ));
+    }
+    if !is_dns_subdomain(&name) {
+        return Err(status::invalid(
+            res,
+            &name,
+            &[Cause::invalid(
+                "metadata.name",
+                format!("\"{name}\""),
+                SUBDOMAIN_MSG,
+            )],
+        ));
+    }
+    if !meta_str(&obj, "resourceVersion").is_empty() {
+        return Err(status::internal(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    normalize(&mut obj, res);
+    drop_unknown_fields(&mut obj, res, generation);
+    let now = now_rfc3339();
+    let uid = shared.uid();
+    if let Some(m) = meta_mut(&mut obj) {
+        m.insert("name".into(), json!(name));
+        m.insert("namespace".into(), json!(namespace));
+        m.insert("uid".into(), json!(uid));
+        m.insert("creationTimestamp".into(), json!(now));
+        m.remove("deletionTimestamp");
+        m.remove("deletionGracePeriodSeconds");
+        m.remove("selfLink");
+        if res.is_deployments() {
+            m.insert("generation".into(), json!(1));
+        } else {
+            m.remove("generation");
+        }
+    }
+    if generation == Generation::Legacy {
+        legacy::admit_create(
+            &mut obj,
+            &shared.config.initializers,
+            res,
+            namespace,
+            &name,
+            caller,
+        )?;
+    }
+    if let Some(o) = obj.as_object_mut() {
+        if res.is_pods() {
+            o.insert(
+                "status".into(),
+                json!({"phase": "Pending", "qosClass": "BestEffort"}),
+            );
+        } else if res.is_deployments() {
+            o.insert("status".into(), json!({}));
+        }
+    }
+    if res.is_pods() && generation == Generation::Modern {
+        modern::on_create(&mut obj, &now);
+    }
+    let mut inner = shared.store.lock();
+    if inner.get(&res.key, namespace, &name).is_some() {
+        return Err(status::already_exists(res, &name));
+    }
+    Ok(inner.put(&res.key, namespace, &name, obj))
+}
+
+/// GET of one object; hidden (404) while uninitialized unless asked for.
+pub fn get(
+    shared: &Shared,
+    res: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    include_uninitialized: bool,
+) -> Result<Arc<Value>, ApiError> {
+    let inner = shared.store.lock();
+    match inner.get(&res.key, namespace, name) {
+        Some(o) if include_uninitialized || legacy::is_initialized(&o) => Ok(o),
+        _ => Err(status::not_found(res, name)),
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    v: String,
+    rv: u64,
+    start: String,
+}
+
+pub fn encode_continue(rv: u64, namespace: &str, name: &str) -> String {
+    let token = ContinueToken {
+        v: "meta.k8s.io/v1".into(),
+        rv,
+        start: format!("{namespace}/{name}\u{0}"),
+    };
+    let bytes = serde_json::to_vec(&token).unwrap_or_default();
+    base64::engine::general_purpose::URL_SAFE.encode(bytes)
+}
+
+fn decode_continue(token: &str) -> Result<(u64, (String, String)), ApiError> {
+    let bad = |why: &str| status::bad_request(format!("continue key is not valid: {why}"));
+    let bytes = base64::engine::general_purpose::URL_SAFE
+        .decode(token)
+        .or_else(|_| base64::engine::general_purpose::STANDARD.decode(token))
+        .map_err(|e| bad(&e.to_string()))?;
+    let t: ContinueToken = serde_json::from_slice(&bytes).map_err(|e| bad(&e.to_string()))?;
+    if t.v != "meta.k8s.io/v1" {
+        return Err(bad(
+            "incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        ));
+    }
+    let start = t.start.trim_end_matches('\u{0}');
+    let (ns, name) = start.split_once('/').unwrap_or(("", start));
+    Ok((t.rv, (ns.to_string(), name.to_string())))
+}
+
+/// LIST: `{kind: PodList, apiVersion, metadata: {resourceVersion, continue?, remainingItemCount?}, items}`.
+pub fn list(shared: &Shared, res: &ResourceInfo, opts: &ListOptions) -> Result<Value, ApiError> {
+    let inner = shared.store.lock();
+    let (list_rv, start) = match &opts.continue_token {
+        Some(t) if !t.is_empty() => {
+            let (rv, start) = decode_continue(t)?;
+            if rv < inner.continue_floor() {
+                return Err(status::continue_expired());
+            }
+            (rv, Some(start))
+        }
+        _ => (inner.revision(), None),
+    };
+    let candidates = inner.range(&res.key, opts.namespace.as_deref(), start.as_ref());
+    let limit = opts.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+    let mut items = Vec::new();
+    let mut last: Option<&(String, String)> = None;
+    let mut remaining = 0usize;
+    for (key, obj) in candidates {
+        if !opts.matches(obj) {
+            continue;
+        }
+        if items.len() < limit {
+            items.push((**obj).clone());
+            last = Some(key);
+        } else {
+            remaining += 1;
+        }
+    }
+    let mut meta = Map::new();
+    meta.insert("resourceVersion".into(), json!(list_rv.to_string()));
+    if remaining > 0
+        && let Some((ns, name)) = last
+    {
+        meta.insert("continue".into(), json!(encode_continue(list_rv, ns, name)));
+        if opts.labels.is_empty() && opts.fields.is_empty() {
+            meta.insert("remainingItemCount".into(), json!(remaining));
+        }
+    }
+    Ok(json!({
+        "kind": res.list_kind(),
+        "apiVersion": res.api_version(),
+        "metadata": meta,
+        "items": items,
+    }))
+}
+
+/// The namespaces holding objects, plus `default` and `kube-system`.
+pub fn namespaces(shared: &Shared) -> Value {
+    let inner = shared.store.lock();
+    let mut names = inner.namespaces();
+    for n in ["default", "kube-system"] {
+        if !names.iter().any(|x| x == n) {
+            names.push(n.to_string());
+        }
+    }
+    names.sort();
+    let items: Vec<Value> = names
+        .iter()
+        .map(|n| {
+            json!({
+                "kind": "Namespace",
+                "apiVersion": "v1",
+                "metadata": {"name": n, "labels": {"kubernetes.io/metadata.name": n}},
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            })
+        })
+        .collect();
+    json!({
+        "kind": "NamespaceList",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": inner.revision().to_string()},
+        "items": items,
+    })
+}
+
+/// Where an update came from: a full PUT or a PATCH (which may leave resourceVersion as is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subresource {
+    Main,
+    Status,
+}
+
+/// PUT semantics shared by update and patch: preconditions, admission, store.
+pub fn update(
+    shared: &Shared,
+    res: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    obj: Value,
+    caller: &Caller,
+    sub: Subresource,
+) -> Result<Arc<Value>, ApiError> {
+    let mut inner = shared.store.lock();
+    let old = inner
+        .get(&res.key, namespace, name)
+        .ok_or_else(|| status::not_found(res, name))?;
+    let new = prepare_update(shared, res, namespace, name, obj, &old, caller, sub)?;
+    let Some(new) = new else {
+        return Ok(old);
+    };
+    if shared.config.generation == Generation::Legacy
+        && let Some(result) = legacy::failure(&new).cloned()
+    {
+        // An initializer rejected the object: it is deleted, and its creator told why.
+        let uid = meta_str(&new, "uid").to_string();
+        inner.set_failed(&uid, result);
+        let stored = inner.put(&res.key, namespace, name, new);
+        let gone = inner.remove(&res.key, namespace, name);
+        return Ok(gone.unwrap_or(stored));
+    }
+    Ok(inner.put(&res.key, namespace, name, new))
+}
+
+/// Checks and completes an updated object; `None` when nothing changes.
+#[allow(clippy::too_many_arguments)]
+fn prepare_update(
+    shared: &Shared,
+    res: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    mut new: Value,
+    old: &Value,
+    caller: &Caller,
+    sub: Subresource,
+) -> Result<Option<Value>, ApiError> {
+    if !new.is_object() {
+        return Err(status::bad_request(format!(
+            "the body of the request was not a {} object",
+            res.kind
+        )));
+    }
+    let body_name = meta_str(&new, "name");
+    if !body_name.is_empty() && body_name != name {
+        return Err(status::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let body_ns = meta_str(&new, "namespace");
+    if !body_ns.is_empty() && body_ns != namespace {
+        return Err(status::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    let want_rv = meta_str(&new, "resourceVersion");
+    if !want_rv.is_empty() && want_rv != meta_str(old, "resourceVersion") {
+        return Err(status::conflict(res, name));
+    }
+    if sub == Subresource::Status {
+        let mut merged = old.clone();
+        if let (Some(o), Some(s)) = (merged.as_object_mut(), new.get("status")) {
+            o.insert("status".into(), s.clone());
+        }
+        new = merged;
+    }
+    let generation = shared.config.generation;
+    normalize(&mut new, res);
+    drop_unknown_fields(&mut new, res, generation);
+    if let Some(m) = meta_mut(&mut new) {
+        for f in [
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "deletionTimestamp",
+        ] {
+            match old.get("metadata").and_then(|om| om.get(f)) {
+                Some(v) => m.insert(f.into(), v.clone()),
+                None => m.remove(f),
+            };
+        }
+        m.insert("name".into(), json!(name));
+        m.insert("namespace".into(), json!(namespace));
+        m.remove("resourceVersion");
+        m.remove("selfLink");
+    }
+    if sub == Subresource::Main && (res.is_pods() || res.is_deployments()) {
+        // The main resource ignores status changes (only /status writes it).
+        if let Some(o) = new.as_object_mut() {
+            match old.get("status") {
+                Some(s) => o.insert("status".into(), s.clone()),
+                None => o.remove("status"),
+            };
+        }
+    }
+    match generation {
+        Generation::Legacy => {
+            legacy::admit_update(&mut new, old, res, namespace, name, caller)?;
+        }
+        Generation::Modern => {
+            if res.is_pods() {
+                modern::validate_update(&new, old, res, name)?;
+                modern::after_update(&mut new);
+            }
+        }
+    }
+    if res.is_deployments() && new.get("spec") != old.get("spec") {
+        let g = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        if let Some(m) = meta_mut(&mut new) {
+            m.insert("generation".into(), json!(g + 1));
+        }
+    }
+    let mut old_cmp = old.clone();
+    if let Some(m) = meta_mut(&mut old_cmp) {
+        m.remove("resourceVersion");
+    }
+    if old_cmp == new {
+        return Ok(None);
+    }
+    Ok(Some(new))
+}
+
+/// PATCH: applies the patch to the current object, then the update rules.
+#[allow(clippy::too_many_arguments)]
+pub fn patch(
+    shared: &Shared,
+    res: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    kind: PatchType,
+    body: &[u8],
+    caller: &Caller,
+    sub: Subresource,
+) -> Result<Arc<Value>, ApiError> {
+    // A concurrent writer between the read and the update makes the implicit
+    // precondition fail; the real server retries in that case, and so do we.
+    let mut attempts = 0;
+    loop {
+        let current = {
+            let inner = shared.store.lock();
+            inner
+                .get(&res.key, namespace, name)
+                .ok_or_else(|| status::not_found(res, name))?
+        };
+        let patched = patch::apply(&current, kind, body)?;
+        match update(shared, res, namespace, name, patched, caller, sub) {
+            Err(e)
+                if e.status["reason"] == "Conflict"
+                    && !patch_sets_rv(kind, body)
+                    && attempts < 5 =>
+            {
+                attempts += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn patch_sets_rv(kind: PatchType, body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    match kind {
+        PatchType::Json => text.contains("/metadata/resourceVersion"),
+        _ => text.contains("\"resourceVersion\""),
+    }
+}
+
+/// DELETE: immediate removal; returns the object's last state.
+pub fn delete(
+    shared: &Shared,
+    res: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    options: Option<&Value>,
+) -> Result<Arc<Value>, ApiError> {
+    let mut inner = shared.store.lock();
+    let current = inner
+        .get(&res.key, namespace, name)
+        .ok_or_else(|| status::not_found(res, name))?;
+    if let Some(pre) = options.and_then(|o| o.get("preconditions")) {
+        if let Some(uid) = pre.get("uid").and_then(Value::as_str) {
+            let have = meta_str(&current, "uid");
+            if uid != have {
+                let mut e = status::conflict(res, name);
+                e.status["message"] = json!(format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                ));
+                return Err(e);
+            }
+        }
+        if let Some(rv) = pre.get("resourceVersion").and_then(Value::as_str) {
+            let have = meta_str(&current, "resourceVersion");
+            if rv != have {
+                let mut e = status::conflict(res, name);
+                e.status["message"] = json!(format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
+                ));
+                return Err(e);
+            }
+        }
+    }
+    inner
+        .remove(&res.key, namespace, name)
+        .ok_or_else(|| status::not_found(res, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip() {
+        let t = encode_continue(42, "ns", "a");
+        let (rv, (ns, name)) = decode_continue(&t).unwrap();
+        assert_eq!((rv, ns.as_str(), name.as_str()), (42, "ns", "a"));
+        assert_eq!(decode_continue("!!").unwrap_err().code(), 400);
+    }
+}

@@ -1,0 +1,126 @@
+// The command line of the kube-double binary: one flag per Config field.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::config::{Config, Faults, Generation, InitializerRule, parse_duration, parse_token};
+
+/// An in-memory kube-apiserver double (Kubernetes 1.13 initializers or 1.33 scheduling gates).
+#[derive(Debug, Parser)]
+#[command(name = "kube-double", version)]
+pub struct Cli {
+    /// API generation to imitate: legacy (v1.13.12) or modern (v1.33.4).
+    #[arg(long, env = "KUBE_DOUBLE_GENERATION", default_value = "modern")]
+    pub generation: Generation,
+    /// Address to listen on.
+    #[arg(long, env = "KUBE_DOUBLE_LISTEN", default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Write a kubeconfig for the double here.
+    #[arg(long, env = "KUBE_DOUBLE_KUBECONFIG_OUT")]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// Token to put in the written kubeconfig.
+    #[arg(long, env = "KUBE_DOUBLE_KUBECONFIG_TOKEN")]
+    pub kubeconfig_token: Option<String>,
+    /// Initializer rule NAME=RESOURCE[,RESOURCE] (legacy; repeatable).
+    #[arg(long = "initializer", value_parser = parse_rule)]
+    pub initializers: Vec<InitializerRule>,
+    /// Extra namespaced resource: `configmaps` or `statefulsets.apps` (repeatable).
+    #[arg(long = "resource")]
+    pub resources: Vec<String>,
+    /// How long a POST blocked on pending initializers waits.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub post_timeout: Duration,
+    /// How many changes are retained for watch resumption and continue tokens.
+    #[arg(long, default_value_t = 100_000)]
+    pub history_window: usize,
+    /// Interval between watch bookmarks.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub bookmark_interval: Duration,
+    /// TOKEN=PERMS, PERMS `*` or `get pods;patch pods` (repeatable; enables auth).
+    #[arg(long = "token", value_parser = parse_token)]
+    pub tokens: Vec<(String, Vec<String>)>,
+    /// Seed of the fault generator.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Refuse connections for this long after start.
+    #[arg(long, value_parser = parse_duration)]
+    pub down_at_start: Option<Duration>,
+    /// Fraction of API requests answered with an error.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    pub error_fraction: f64,
+    /// Error codes to pick from (500, 503, 429).
+    #[arg(long, value_delimiter = ',', value_parser = parse_code)]
+    pub error_codes: Vec<u16>,
+    /// Retry-After seconds on 429 and 503.
+    #[arg(long, default_value_t = 1)]
+    pub retry_after: u64,
+    /// Latency added to every API response.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub latency: Duration,
+    /// Cut every watch stream after N events.
+    #[arg(long)]
+    pub cut_watch_after: Option<u32>,
+    /// Probability of cutting a watch stream before each event.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    pub cut_watch_probability: f64,
+    /// Probability of a malformed line before each watch event.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    pub malformed_watch_probability: f64,
+}
+
+fn parse_rule(s: &str) -> Result<InitializerRule, String> {
+    s.parse()
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number between 0 and 1"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s} is not between 0 and 1"))
+    }
+}
+
+fn parse_code(s: &str) -> Result<u16, String> {
+    match s.trim().parse::<u16>() {
+        Ok(c @ (500 | 503 | 429)) => Ok(c),
+        _ => Err(format!("{s:?} is not one of 500, 503, 429")),
+    }
+}
+
+impl Cli {
+    pub fn config(&self) -> Config {
+        let tokens = if self.tokens.is_empty() {
+            None
+        } else {
+            Some(self.tokens.iter().cloned().collect::<HashMap<_, _>>())
+        };
+        Config {
+            generation: self.generation,
+            listen: self.listen,
+            initializers: self.initializers.clone(),
+            extra_resources: self.resources.clone(),
+            post_timeout: self.post_timeout,
+            history_window: self.history_window,
+            bookmark_interval: self.bookmark_interval,
+            tokens,
+            faults: Faults {
+                error_fraction: self.error_fraction,
+                error_codes: self.error_codes.clone(),
+                retry_after_secs: self.retry_after,
+                latency: self.latency,
+                cut_watch_after: self.cut_watch_after,
+                cut_watch_probability: self.cut_watch_probability,
+                malformed_watch_probability: self.malformed_watch_probability,
+            },
+            seed: self.seed,
+            down_at_start: self.down_at_start,
+        }
+    }
+}

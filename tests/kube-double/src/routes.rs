@@ -1,0 +1,477 @@
+// HTTP routing of the Kubernetes API paths: request log, faults, authentication,
+// then discovery, LIST/WATCH/GET/POST/PUT/PATCH/DELETE on the served resources.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use serde_json::{Value, json};
+
+use crate::api::{self, ListOptions, Subresource};
+use crate::auth::{self, Caller};
+use crate::config::Generation;
+use crate::control;
+use crate::discovery;
+use crate::legacy;
+use crate::patch::PatchType;
+use crate::resources::ResourceInfo;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::server::Server;
+use crate::state::{RequestRecord, Shared};
+use crate::status::{self, ApiError};
+use crate::table;
+use crate::watch::{self, WatchRequest};
+
+pub type Body = BoxBody<Bytes, io::Error>;
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+pub fn json_response(code: u16, value: &Value) -> Response<Body> {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut r = Response::new(full(body));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+pub fn error_response(e: &ApiError) -> Response<Body> {
+    let mut r = json_response(e.code(), &e.status);
+    if let Some(s) = e.retry_after
+        && let Ok(v) = header::HeaderValue::from_str(&s.to_string())
+    {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
+}
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// Entry point for every request.
+pub async fn handle(server: Arc<Server>, req: Request<Incoming>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return error_response(&status::bad_request(format!(
+                "error reading the request body: {e}"
+            )));
+        }
+    };
+    let path = parts.uri.path().to_string();
+    let query: HashMap<String, String> = parts
+        .uri
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    if let Some(rest) = path.strip_prefix("/_double/") {
+        return control::handle(&server, &parts.method, rest, &query, &body).await;
+    }
+    let shared = server.shared.clone();
+    let record = RequestRecord {
+        at: SystemTime::now(),
+        method: parts.method.to_string(),
+        path_and_query: parts
+            .uri
+            .path_and_query()
+            .map(|p| p.to_string())
+            .unwrap_or_else(|| path.clone()),
+        content_type: header_str(&parts.headers, header::CONTENT_TYPE),
+        user_agent: header_str(&parts.headers, header::USER_AGENT),
+        body: String::from_utf8_lossy(&body).into_owned(),
+        status: 0,
+    };
+    let response = respond(&shared, &parts.method, &path, &query, &parts.headers, &body).await;
+    shared.log_request(RequestRecord {
+        status: response.status().as_u16(),
+        ..record
+    });
+    response
+}
+
+async fn respond(
+    shared: &Arc<Shared>,
+    method: &Method,
+    path: &str,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response<Body> {
+    let faults = shared.faults();
+    if !faults.latency.is_zero() {
+        tokio::time::sleep(faults.latency).await;
+    }
+    if shared.chance(faults.error_fraction) {
+        let code = shared.pick(&faults.codes()).unwrap_or(500);
+        let e = match code {
+            429 => status::too_many_requests(faults.retry_after_secs),
+            503 => status::service_unavailable(faults.retry_after_secs),
+            _ => status::internal("injected fault"),
+        };
+        return error_response(&e);
+    }
+    let caller = match auth::authenticate(
+        shared.config.tokens.as_ref(),
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    ) {
+        Ok(c) => c,
+        Err(e) => return error_response(&e),
+    };
+    match route(shared, method, path, query, headers, body, &caller).await {
+        Ok(r) => r,
+        Err(e) => error_response(&e),
+    }
+}
+
+fn flag(query: &HashMap<String, String>, key: &str) -> bool {
+    matches!(query.get(key).map(String::as_str), Some("true" | "1"))
+}
+
+/// Where a path points inside the API.
+enum Target<'a> {
+    Collection {
+        res: ResourceInfo,
+        ns: Option<&'a str>,
+    },
+    Object {
+        res: ResourceInfo,
+        ns: &'a str,
+        name: &'a str,
+        sub: Subresource,
+    },
+}
+
+fn resolve<'a>(
+    shared: &Shared,
+    group: &str,
+    version: &str,
+    rest: &[&'a str],
+) -> Result<Target<'a>, ApiError> {
+    let find = |plural: &str| {
+        shared
+            .registry
+            .by_url(group, version, plural)
+            .cloned()
+            .ok_or_else(status::path_not_found)
+    };
+    match rest {
+        [plural] => Ok(Target::Collection {
+            res: find(plural)?,
+            ns: None,
+        }),
+        ["namespaces", ns, plural] => Ok(Target::Collection {
+            res: find(plural)?,
+            ns: Some(ns),
+        }),
+        ["namespaces", ns, plural, name] => Ok(Target::Object {
+            res: find(plural)?,
+            ns,
+            name,
+            sub: Subresource::Main,
+        }),
+        ["namespaces", ns, plural, name, "status"] => Ok(Target::Object {
+            res: find(plural)?,
+            ns,
+            name,
+            sub: Subresource::Status,
+        }),
+        _ => Err(status::path_not_found()),
+    }
+}
+
+async fn route(
+    shared: &Arc<Shared>,
+    method: &Method,
+    path: &str,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+    caller: &Caller,
+) -> Result<Response<Body>, ApiError> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let generation = shared.config.generation;
+    let get_only = |v: Value| {
+        if method == Method::GET {
+            Ok(json_response(200, &v))
+        } else {
+            Err(status::method_not_allowed(method.as_str()))
+        }
+    };
+    match segs.as_slice() {
+        ["version"] => get_only(discovery::version(generation)),
+        ["healthz" | "readyz" | "livez"] => {
+            let mut r = Response::new(full("ok"));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/plain"),
+            );
+            Ok(r)
+        }
+        ["api"] => get_only(discovery::api_versions(&shared.addr.to_string())),
+        ["api", "v1"] => get_only(discovery::core_resources(&shared.registry)),
+        ["apis"] => get_only(discovery::groups(&shared.registry, generation)),
+        ["apis", g] => match discovery::group(&shared.registry, generation, g) {
+            Some(v) => get_only(v),
+            None => Err(status::path_not_found()),
+        },
+        ["apis", g, v] => match discovery::group_resources(&shared.registry, generation, g, v) {
+            Some(v) => get_only(v),
+            None => Err(status::path_not_found()),
+        },
+        [
+            "apis",
+            "admissionregistration.k8s.io",
+            "v1alpha1",
+            "initializerconfigurations",
+        ] if generation == Generation::Legacy => get_only(discovery::initializer_configurations(
+            &shared.config.initializers,
+        )),
+        ["api", "v1", "namespaces"] => {
+            if method != Method::GET {
+                return Err(status::method_not_allowed(method.as_str()));
+            }
+            let list = api::namespaces(shared);
+            if flag(query, "watch") {
+                return Err(status::method_not_allowed("WATCH"));
+            }
+            Ok(json_response(200, &list))
+        }
+        ["api", "v1", "namespaces", ns] => get_only(json!({
+            "kind": "Namespace",
+            "apiVersion": "v1",
+            "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        })),
+        ["api", "v1", rest @ ..] => {
+            let target = resolve(shared, "", "v1", rest)?;
+            resource(shared, method, target, query, headers, body, caller).await
+        }
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => {
+            let target = resolve(shared, g, v, rest)?;
+            resource(shared, method, target, query, headers, body, caller).await
+        }
+        _ => Err(status::path_not_found()),
+    }
+}
+
+fn list_options(
+    shared: &Shared,
+    res: &ResourceInfo,
+    ns: Option<&str>,
+    query: &HashMap<String, String>,
+) -> Result<ListOptions, ApiError> {
+    let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+        .map_err(status::bad_request)?;
+    let fields = FieldSelector::parse(
+        query.get("fieldSelector").map_or("", String::as_str),
+        res.is_pods(),
+    )
+    .map_err(status::bad_request)?;
+    let limit = match query.get("limit") {
+        Some(l) if !l.is_empty() => Some(l.parse::<usize>().map_err(|_| {
+            status::bad_request(format!(
+                "invalid limit {l:?}: must be a non-negative integer"
+            ))
+        })?),
+        _ => None,
+    };
+    Ok(ListOptions {
+        namespace: ns.map(str::to_string),
+        labels,
+        fields,
+        limit,
+        continue_token: query.get("continue").cloned(),
+        include_uninitialized: shared.config.generation == Generation::Legacy
+            && flag(query, "includeUninitialized"),
+    })
+}
+
+fn parse_rv(query: &HashMap<String, String>) -> Result<Option<u64>, ApiError> {
+    match query.get("resourceVersion").map(String::as_str) {
+        None | Some("") | Some("0") => Ok(None),
+        Some(s) => s
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| status::bad_request(format!("invalid resource version: {s}"))),
+    }
+}
+
+fn body_json(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        status::bad_request(format!(
+            "the body of the request could not be decoded as JSON: {e}"
+        ))
+    })
+}
+
+fn ok_object(
+    code: u16,
+    obj: &Value,
+    table: Option<&table::TableRequest>,
+    res: &ResourceInfo,
+) -> Response<Body> {
+    match table {
+        Some(t) => json_response(
+            code,
+            &table::table_for(res, std::slice::from_ref(obj), t, None),
+        ),
+        None => json_response(code, obj),
+    }
+}
+
+async fn resource(
+    shared: &Arc<Shared>,
+    method: &Method,
+    target: Target<'_>,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+    caller: &Caller,
+) -> Result<Response<Body>, ApiError> {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let table = table::requested(
+        accept,
+        query.get("includeObject").map(String::as_str),
+        shared.config.generation == Generation::Modern,
+    );
+    let include_uninit =
+        shared.config.generation == Generation::Legacy && flag(query, "includeUninitialized");
+    match target {
+        Target::Collection { res, ns } => {
+            if *method == Method::POST {
+                let Some(ns) = ns else {
+                    return Err(status::method_not_allowed("POST"));
+                };
+                caller.check("create", &res, None, Some(ns), "")?;
+                let obj = body_json(body)?;
+                let created = api::create(shared, &res, ns, obj, caller)?;
+                let created = if !include_uninit
+                    && legacy::initializers(&created).is_some()
+                    && legacy::failure(&created).is_none()
+                {
+                    let name = created
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
+                    legacy::wait_initialized(
+                        shared,
+                        &res,
+                        ns,
+                        &name,
+                        created,
+                        shared.config.post_timeout,
+                    )
+                    .await?
+                } else {
+                    created
+                };
+                return Ok(ok_object(201, &created, table.as_ref(), &res));
+            }
+            if *method != Method::GET {
+                return Err(status::method_not_allowed(method.as_str()));
+            }
+            let opts = list_options(shared, &res, ns, query)?;
+            if flag(query, "watch") {
+                caller.check("watch", &res, None, ns, "")?;
+                let timeout = match query.get("timeoutSeconds") {
+                    Some(t) if !t.is_empty() => {
+                        Some(Duration::from_secs(t.parse().map_err(|_| {
+                            status::bad_request(format!("invalid timeoutSeconds {t:?}"))
+                        })?))
+                    }
+                    _ => None,
+                };
+                let req = WatchRequest {
+                    res,
+                    opts,
+                    since: parse_rv(query)?,
+                    timeout,
+                    bookmarks: flag(query, "allowWatchBookmarks"),
+                    table,
+                };
+                let rx = watch::spawn(shared.clone(), req);
+                let stream = futures::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|f| (f.map(Frame::data), rx))
+                });
+                let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static("application/json"),
+                );
+                return Ok(r);
+            }
+            caller.check("list", &res, None, ns, "")?;
+            let list = api::list(shared, &res, &opts)?;
+            match table {
+                Some(t) => {
+                    let items = list["items"].as_array().cloned().unwrap_or_default();
+                    Ok(json_response(
+                        200,
+                        &table::table_for(&res, &items, &t, list.get("metadata").cloned()),
+                    ))
+                }
+                None => Ok(json_response(200, &list)),
+            }
+        }
+        Target::Object { res, ns, name, sub } => {
+            let sub_name = match sub {
+                Subresource::Main => None,
+                Subresource::Status => Some("status"),
+            };
+            match *method {
+                Method::GET => {
+                    caller.check("get", &res, sub_name, Some(ns), name)?;
+                    let obj = api::get(shared, &res, ns, name, include_uninit)?;
+                    Ok(ok_object(200, &obj, table.as_ref(), &res))
+                }
+                Method::PUT => {
+                    caller.check("update", &res, sub_name, Some(ns), name)?;
+                    let obj = body_json(body)?;
+                    let out = api::update(shared, &res, ns, name, obj, caller, sub)?;
+                    Ok(ok_object(200, &out, table.as_ref(), &res))
+                }
+                Method::PATCH => {
+                    caller.check("patch", &res, sub_name, Some(ns), name)?;
+                    let ct = headers
+                        .get(header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("");
+                    let kind = PatchType::from_content_type(ct)?;
+                    let out = api::patch(shared, &res, ns, name, kind, body, caller, sub)?;
+                    Ok(ok_object(200, &out, table.as_ref(), &res))
+                }
+                Method::DELETE if sub == Subresource::Main => {
+                    caller.check("delete", &res, None, Some(ns), name)?;
+                    let options = if body.is_empty() {
+                        None
+                    } else {
+                        Some(body_json(body)?)
+                    };
+                    let out = api::delete(shared, &res, ns, name, options.as_ref())?;
+                    Ok(ok_object(200, &out, table.as_ref(), &res))
+                }
+                _ => Err(status::method_not_allowed(method.as_str())),
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+// The listener: accepts HTTP/1.1 connections on loopback, and can stop (closing the
+// listener and aborting every open connection) and resume on the same address.
+
+use std::convert::Infallible;
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::routes;
+use crate::state::Shared;
+
+pub struct Server {
+    pub shared: Arc<Shared>,
+    control: Mutex<Control>,
+    /// Bumped on every stop: connections of an older epoch abort.
+    epoch: watch::Sender<u64>,
+}
+
+#[derive(Default)]
+struct Control {
+    accept: Option<JoinHandle<()>>,
+    resume: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    pub fn new(shared: Arc<Shared>) -> Arc<Server> {
+        let (epoch, _) = watch::channel(0);
+        Arc::new(Server {
+            shared,
+            control: Mutex::new(Control::default()),
+            epoch,
+        })
+    }
+
+    fn control(&self) -> MutexGuard<'_, Control> {
+        self.control.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts accepting on an already bound listener.
+    pub fn serve(self: &Arc<Self>, listener: TcpListener) {
+        let me = self.clone();
+        let task = tokio::spawn(async move { me.accept_loop(listener).await });
+        if let Some(old) = self.control().accept.replace(task) {
+            old.abort();
+        }
+    }
+
+    async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            let (stream, _) = match listener.accept().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let me = self.clone();
+            let mut epoch = self.epoch.subscribe();
+            tokio::spawn(async move {
+                let shared = me.clone();
+                let svc = service_fn(move |req| {
+                    let server = shared.clone();
+                    async move { Ok::<_, Infallible>(routes::handle(server, req).await) }
+                });
+                let conn = http1::Builder::new()
+                    .keep_alive(true)
+                    .serve_connection(TokioIo::new(stream), svc);
+                tokio::select! {
+                    r = conn => {
+                        if let Err(e) = r {
+                            tracing::debug!("connection ended: {e}");
+                        }
+                    }
+                    _ = epoch.changed() => {}
+                }
+            });
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.control()
+            .accept
+            .as_ref()
+            .is_some_and(|t| !t.is_finished())
+    }
+
+    /// Closes the listener and aborts every open connection; state is kept.
+    pub fn stop(&self) {
+        let mut c = self.control();
+        if let Some(t) = c.accept.take() {
+            t.abort();
+        }
+        if let Some(t) = c.resume.take() {
+            t.abort();
+        }
+        drop(c);
+        self.epoch.send_modify(|e| *e += 1);
+    }
+
+    /// Binds the same address again and accepts connections.
+    pub async fn resume(self: &Arc<Self>) -> io::Result<()> {
+        if let Some(pending) = self.control().resume.take() {
+            pending.abort();
+        }
+        if self.is_running() {
+            return Ok(());
+        }
+        let listener = bind_retrying(self.shared.addr).await?;
+        self.serve(listener);
+        Ok(())
+    }
+
+    /// Stops now and resumes after `d` in the background.
+    pub fn down_for(self: &Arc<Self>, d: Duration) {
+        self.stop();
+        self.resume_after(d);
+    }
+
+    pub fn resume_after(self: &Arc<Self>, d: Duration) {
+        let me = self.clone();
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(d).await;
+            let listener = match bind_retrying(me.shared.addr).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!("cannot listen on {} again: {e}", me.shared.addr);
+                    return;
+                }
+            };
+            let mut c = me.control();
+            c.resume = None;
+            drop(c);
+            me.serve(listener);
+        });
+        if let Some(old) = self.control().resume.replace(task) {
+            old.abort();
+        }
+    }
+}
+
+/// The port was just released by us; give the kernel a moment if it is still busy.
+async fn bind_retrying(addr: std::net::SocketAddr) -> io::Result<TcpListener> {
+    let mut last = None;
+    for _ in 0..50 {
+        match TcpListener::bind(addr).await {
+            Ok(l) => return Ok(l),
+            Err(e) => {
+                last = Some(e);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("bind failed")))
+}

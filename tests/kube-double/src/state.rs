@@ -1,0 +1,137 @@
+// State shared by the HTTP server and the library handle: config, store, faults, request log.
+
+use std::net::SocketAddr;
+use std::sync::{Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use crate::config::{Config, Faults};
+use crate::resources::Registry;
+use crate::store::Store;
+
+/// One request the double received.
+#[derive(Clone, Debug)]
+pub struct RequestRecord {
+    pub at: SystemTime,
+    pub method: String,
+    pub path_and_query: String,
+    pub content_type: Option<String>,
+    pub user_agent: Option<String>,
+    pub body: String,
+    pub status: u16,
+}
+
+pub struct Shared {
+    pub config: Config,
+    pub registry: Registry,
+    pub store: Store,
+    pub addr: SocketAddr,
+    faults: Mutex<Faults>,
+    rng: Mutex<fastrand::Rng>,
+    requests: Mutex<Vec<RequestRecord>>,
+}
+
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    pub fn new(config: Config, addr: SocketAddr) -> Shared {
+        Shared {
+            registry: Registry::from_config(&config),
+            store: Store::new(config.history_window),
+            faults: Mutex::new(config.faults.clone()),
+            rng: Mutex::new(fastrand::Rng::with_seed(config.seed)),
+            requests: Mutex::new(Vec::new()),
+            addr,
+            config,
+        }
+    }
+
+    pub fn faults(&self) -> Faults {
+        relock(&self.faults).clone()
+    }
+
+    pub fn set_faults(&self, f: Faults) {
+        *relock(&self.faults) = f;
+    }
+
+    /// A uniform draw in [0, 1) from the seeded generator.
+    pub fn draw(&self) -> f64 {
+        relock(&self.rng).f64()
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&self, p: f64) -> bool {
+        p > 0.0 && self.draw() < p
+    }
+
+    pub fn pick<T: Copy>(&self, items: &[T]) -> Option<T> {
+        if items.is_empty() {
+            return None;
+        }
+        let i = relock(&self.rng).usize(..items.len());
+        items.get(i).copied()
+    }
+
+    /// A random RFC 4122 version 4 uid from the seeded generator.
+    pub fn uid(&self) -> String {
+        let mut rng = relock(&self.rng);
+        let mut b = [0u8; 16];
+        for x in &mut b {
+            *x = rng.u8(..);
+        }
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        format!(
+            "{}-{}-{}-{}-{}",
+            &h[0..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..32]
+        )
+    }
+
+    /// Five characters as the real server appends for `generateName`.
+    pub fn name_suffix(&self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let mut rng = relock(&self.rng);
+        (0..5)
+            .map(|_| ALPHABET[rng.usize(..ALPHABET.len())] as char)
+            .collect()
+    }
+
+    pub fn log_request(&self, r: RequestRecord) {
+        relock(&self.requests).push(r);
+    }
+
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        relock(&self.requests).clone()
+    }
+
+    pub fn clear_requests(&self) {
+        relock(&self.requests).clear();
+    }
+}
+
+/// Now as RFC 3339 with second precision, as metav1.Time renders.
+pub fn now_rfc3339() -> String {
+    format_time(SystemTime::now())
+}
+
+pub fn format_time(t: SystemTime) -> String {
+    let ts = jiff::Timestamp::try_from(t).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+pub fn format_time_micro(t: SystemTime) -> String {
+    let ts = jiff::Timestamp::try_from(t).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    ts.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+/// Parses an RFC 3339 timestamp.
+pub fn parse_time(s: &str) -> Option<SystemTime> {
+    let ts: jiff::Timestamp = s.parse().ok()?;
+    Some(SystemTime::from(ts))
+}

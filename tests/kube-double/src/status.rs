@@ -1,0 +1,349 @@
+// metav1.Status error bodies, shaped and worded like the real kube-apiserver's.
+
+use serde_json::{Map, Value, json};
+
+use crate::resources::ResourceInfo;
+
+/// An API error: the HTTP code is the Status's `code`.
+#[derive(Clone, Debug)]
+pub struct ApiError {
+    pub status: Value,
+    /// `Retry-After` header value, if any.
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub fn code(&self) -> u16 {
+        self.status
+            .get("code")
+            .and_then(Value::as_u64)
+            .and_then(|c| u16::try_from(c).ok())
+            .filter(|c| *c >= 100)
+            .unwrap_or(500)
+    }
+}
+
+/// A single field error, like k8s.io/apimachinery's field.Error.
+#[derive(Clone, Debug)]
+pub struct Cause {
+    /// `FieldValueInvalid`, `FieldValueForbidden`, ...
+    pub reason: &'static str,
+    /// "Invalid value: \"x\": must be ..." without the field prefix.
+    pub message: String,
+    pub field: String,
+}
+
+impl Cause {
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Cause {
+        Cause {
+            reason: "FieldValueForbidden",
+            message: format!("Forbidden: {}", detail.into()),
+            field: field.into(),
+        }
+    }
+
+    /// `value` is already rendered the way Go's %#v would show it (quoted strings).
+    pub fn invalid(
+        field: impl Into<String>,
+        value: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Cause {
+        Cause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {}: {}", value.into(), detail.into()),
+            field: field.into(),
+        }
+    }
+
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Cause {
+        let detail = detail.into();
+        Cause {
+            reason: "FieldValueRequired",
+            message: if detail.is_empty() {
+                "Required value".to_string()
+            } else {
+                format!("Required value: {detail}")
+            },
+            field: field.into(),
+        }
+    }
+}
+
+fn details(
+    name: Option<&str>,
+    group: &str,
+    kind: &str,
+    causes: Option<Vec<Value>>,
+    retry_after: Option<u64>,
+) -> Value {
+    let mut d = Map::new();
+    if let Some(n) = name.filter(|n| !n.is_empty()) {
+        d.insert("name".into(), json!(n));
+    }
+    if !group.is_empty() {
+        d.insert("group".into(), json!(group));
+    }
+    if !kind.is_empty() {
+        d.insert("kind".into(), json!(kind));
+    }
+    if let Some(c) = causes {
+        d.insert("causes".into(), Value::Array(c));
+    }
+    if let Some(r) = retry_after {
+        d.insert("retryAfterSeconds".into(), json!(r));
+    }
+    Value::Object(d)
+}
+
+pub fn status(
+    code: u16,
+    reason: &str,
+    message: impl Into<String>,
+    details: Option<Value>,
+) -> Value {
+    let mut s = Map::new();
+    s.insert("kind".into(), json!("Status"));
+    s.insert("apiVersion".into(), json!("v1"));
+    s.insert("metadata".into(), json!({}));
+    s.insert("status".into(), json!("Failure"));
+    s.insert("message".into(), json!(message.into()));
+    if !reason.is_empty() {
+        s.insert("reason".into(), json!(reason));
+    }
+    if let Some(d) = details {
+        s.insert("details".into(), d);
+    }
+    s.insert("code".into(), json!(code));
+    Value::Object(s)
+}
+
+fn err(status: Value) -> ApiError {
+    ApiError {
+        status,
+        retry_after: None,
+    }
+}
+
+/// `pods "x" not found`
+pub fn not_found(res: &ResourceInfo, name: &str) -> ApiError {
+    err(status(
+        404,
+        "NotFound",
+        format!("{} \"{}\" not found", res.key, name),
+        Some(details(Some(name), &res.group, &res.plural, None, None)),
+    ))
+}
+
+/// 404 for a path the double does not serve.
+pub fn path_not_found() -> ApiError {
+    err(status(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+        Some(json!({})),
+    ))
+}
+
+pub fn already_exists(res: &ResourceInfo, name: &str) -> ApiError {
+    err(status(
+        409,
+        "AlreadyExists",
+        format!("{} \"{}\" already exists", res.key, name),
+        Some(details(Some(name), &res.group, &res.plural, None, None)),
+    ))
+}
+
+pub fn conflict(res: &ResourceInfo, name: &str) -> ApiError {
+    err(status(
+        409,
+        "Conflict",
+        format!(
+            "Operation cannot be fulfilled on {} \"{}\": the object has been modified; please apply your changes to the latest version and try again",
+            res.key, name
+        ),
+        Some(details(Some(name), &res.group, &res.plural, None, None)),
+    ))
+}
+
+/// `Pod "x" is invalid: a: b` (one cause) or `Pod "x" is invalid: [a: b, c: d]`.
+pub fn invalid(res: &ResourceInfo, name: &str, causes: &[Cause]) -> ApiError {
+    let rendered: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    let list = if rendered.len() == 1 {
+        rendered[0].clone()
+    } else {
+        format!("[{}]", rendered.join(", "))
+    };
+    let kind_name = if res.group.is_empty() {
+        res.kind.clone()
+    } else {
+        format!("{}.{}", res.kind, res.group)
+    };
+    let causes_json = causes
+        .iter()
+        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+        .collect();
+    err(status(
+        422,
+        "Invalid",
+        format!("{kind_name} \"{name}\" is invalid: {list}"),
+        Some(details(
+            Some(name),
+            &res.group,
+            &res.kind,
+            Some(causes_json),
+            None,
+        )),
+    ))
+}
+
+/// What the real server answers when a JSON patch cannot be applied
+/// (errors.NewGenericServerResponse(422, ...) drops the patch error's text).
+pub fn patch_unprocessable() -> ApiError {
+    err(status(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+        Some(json!({})),
+    ))
+}
+
+pub fn bad_request(message: impl Into<String>) -> ApiError {
+    err(status(400, "BadRequest", message, None))
+}
+
+pub fn unsupported_media_type(content_type: &str) -> ApiError {
+    err(status(
+        415,
+        "UnsupportedMediaType",
+        format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
+        ),
+        None,
+    ))
+}
+
+pub fn method_not_allowed(method: &str) -> ApiError {
+    err(status(
+        405,
+        "MethodNotAllowed",
+        format!("the server does not allow this method on the requested resource ({method})"),
+        Some(json!({})),
+    ))
+}
+
+/// `pods "x" is forbidden: <message>` (name empty: `pods is forbidden: ...`).
+pub fn forbidden(res: &ResourceInfo, name: &str, message: &str) -> ApiError {
+    let subject = if name.is_empty() {
+        res.key.clone()
+    } else {
+        format!("{} \"{}\"", res.key, name)
+    };
+    err(status(
+        403,
+        "Forbidden",
+        format!("{subject} is forbidden: {message}"),
+        Some(details(Some(name), &res.group, &res.plural, None, None)),
+    ))
+}
+
+pub fn forbidden_path(user: &str, verb: &str, path: &str) -> ApiError {
+    err(status(
+        403,
+        "Forbidden",
+        format!("forbidden: User \"{user}\" cannot {verb} path \"{path}\""),
+        Some(json!({})),
+    ))
+}
+
+pub fn unauthorized() -> ApiError {
+    err(status(401, "Unauthorized", "Unauthorized", None))
+}
+
+pub fn internal(message: &str) -> ApiError {
+    err(status(
+        500,
+        "InternalError",
+        format!("Internal error occurred: {message}"),
+        Some(json!({"causes": [{"message": message}]})),
+    ))
+}
+
+/// The generic request timeout the server's timeout filter writes.
+pub fn timeout() -> ApiError {
+    err(status(
+        504,
+        "Timeout",
+        "Timeout: request did not complete within allowed duration",
+        Some(json!({})),
+    ))
+}
+
+/// `too old resource version: N (M)`, as sent in a watch ERROR event.
+pub fn too_old_resource_version(requested: u64, oldest: u64) -> Value {
+    status(
+        410,
+        "Expired",
+        format!("too old resource version: {requested} ({oldest})"),
+        None,
+    )
+}
+
+pub fn continue_expired() -> ApiError {
+    err(status(
+        410,
+        "Expired",
+        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+        None,
+    ))
+}
+
+pub fn too_many_requests(retry_after: u64) -> ApiError {
+    ApiError {
+        status: status(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+            Some(details(None, "", "", None, Some(retry_after))),
+        ),
+        retry_after: Some(retry_after),
+    }
+}
+
+pub fn service_unavailable(retry_after: u64) -> ApiError {
+    ApiError {
+        status: status(
+            503,
+            "ServiceUnavailable",
+            "The server is currently unable to handle the request",
+            Some(details(None, "", "", None, Some(retry_after))),
+        ),
+        retry_after: Some(retry_after),
+    }
+}
+
+/// The Status an initializer wrote into `metadata.initializers.result`, as the
+/// blocked creator receives it (code defaults to 500 like ErrorToAPIStatus).
+pub fn from_result(result: &Value) -> ApiError {
+    let mut s = match result {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    s.insert("kind".into(), json!("Status"));
+    s.insert("apiVersion".into(), json!("v1"));
+    s.entry("metadata").or_insert_with(|| json!({}));
+    if s.get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        s.insert("status".into(), json!("Failure"));
+    }
+    let code = s.get("code").and_then(Value::as_u64).unwrap_or(0);
+    if code == 0 {
+        s.insert("code".into(), json!(500));
+    }
+    err(Value::Object(s))
+}

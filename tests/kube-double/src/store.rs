@@ -1,0 +1,326 @@
+// The object store: objects by resource and key, one global revision counter (as etcd),
+// a bounded change log for watches and continue tokens, and per-object change history.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+/// What happened to an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl ChangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Added => "ADDED",
+            ChangeKind::Modified => "MODIFIED",
+            ChangeKind::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One entry of an object's history, kept even after the change log drops the body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub at: SystemTime,
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub kind: String,
+    pub resource_version: u64,
+}
+
+/// One retained change, with the object before and after it.
+#[derive(Debug)]
+pub struct LogEvent {
+    pub rv: u64,
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+    pub kind: ChangeKind,
+    /// The object after the change (for DELETED: its last state, stamped with the deletion revision).
+    pub object: Arc<Value>,
+    pub prev: Option<Arc<Value>>,
+}
+
+type Key = (String, String);
+
+/// Mutable state behind the store's lock.
+pub struct Inner {
+    rv: u64,
+    objects: HashMap<String, BTreeMap<Key, Arc<Value>>>,
+    log: VecDeque<Arc<LogEvent>>,
+    window: usize,
+    /// Watches and continue tokens from a revision below this are too old.
+    expired_through: u64,
+    /// Continue tokens from a revision below this are too old.
+    continue_floor: u64,
+    history: HashMap<(String, String, String), Vec<Change>>,
+    /// Statuses of objects deleted because an initializer set `result`, by uid.
+    failed: HashMap<String, Value>,
+    notify: watch::Sender<u64>,
+}
+
+pub struct Store {
+    inner: Mutex<Inner>,
+    notify: watch::Sender<u64>,
+}
+
+/// Sets `metadata.resourceVersion` to `rv`.
+pub fn stamp(obj: &mut Value, rv: u64) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), json!(rv.to_string()));
+    } else if let Some(o) = obj.as_object_mut() {
+        o.insert(
+            "metadata".into(),
+            json!({"resourceVersion": rv.to_string()}),
+        );
+    }
+}
+
+impl Store {
+    pub fn new(window: usize) -> Store {
+        let (notify, _) = watch::channel(0);
+        Store {
+            inner: Mutex::new(Inner {
+                rv: 0,
+                objects: HashMap::new(),
+                log: VecDeque::new(),
+                window: window.max(1),
+                expired_through: 0,
+                continue_floor: 0,
+                history: HashMap::new(),
+                failed: HashMap::new(),
+                notify: notify.clone(),
+            }),
+            notify,
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves consistent data (every change is one insert).
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Fires (with the current revision) after every change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.notify.subscribe()
+    }
+}
+
+impl Inner {
+    pub fn revision(&self) -> u64 {
+        self.rv
+    }
+
+    pub fn expired_through(&self) -> u64 {
+        self.expired_through
+    }
+
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Arc<Value>> {
+        self.objects
+            .get(resource)?
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// All objects of a resource (optionally one namespace), in key order, after `start`.
+    pub fn range(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        start: Option<&(String, String)>,
+    ) -> Vec<(&Key, &Arc<Value>)> {
+        let Some(map) = self.objects.get(resource) else {
+            return Vec::new();
+        };
+        let iter: Box<dyn Iterator<Item = (&Key, &Arc<Value>)>> = match start {
+            Some(s) => Box::new(
+                map.range::<Key, _>((std::ops::Bound::Excluded(s), std::ops::Bound::Unbounded)),
+            ),
+            None => Box::new(map.iter()),
+        };
+        iter.filter(|(k, _)| namespace.is_none_or(|ns| k.0 == ns))
+            .collect()
+    }
+
+    pub fn count(&self, resource: &str) -> usize {
+        self.objects.get(resource).map_or(0, BTreeMap::len)
+    }
+
+    /// Every namespace that holds an object.
+    pub fn namespaces(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .objects
+            .values()
+            .flat_map(|m| m.keys().map(|k| k.0.clone()))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn record(
+        &mut self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        kind: ChangeKind,
+        object: Arc<Value>,
+        prev: Option<Arc<Value>>,
+    ) {
+        let rv = self.rv;
+        self.history
+            .entry((
+                resource.to_string(),
+                namespace.to_string(),
+                name.to_string(),
+            ))
+            .or_default()
+            .push(Change {
+                at: SystemTime::now(),
+                kind: kind.as_str().to_string(),
+                resource_version: rv,
+            });
+        self.log.push_back(Arc::new(LogEvent {
+            rv,
+            resource: resource.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            kind,
+            object,
+            prev,
+        }));
+        while self.log.len() > self.window {
+            if let Some(old) = self.log.pop_front() {
+                self.expired_through = self.expired_through.max(old.rv);
+                self.continue_floor = self.continue_floor.max(old.rv);
+            }
+        }
+        self.notify.send_replace(rv);
+    }
+
+    /// Stores a new or changed object, stamping the next revision; returns the stored object.
+    pub fn put(
+        &mut self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        mut obj: Value,
+    ) -> Arc<Value> {
+        self.rv += 1;
+        stamp(&mut obj, self.rv);
+        let obj = Arc::new(obj);
+        let prev = self
+            .objects
+            .entry(resource.to_string())
+            .or_default()
+            .insert((namespace.to_string(), name.to_string()), obj.clone());
+        let kind = if prev.is_some() {
+            ChangeKind::Modified
+        } else {
+            ChangeKind::Added
+        };
+        self.record(resource, namespace, name, kind, obj.clone(), prev);
+        obj
+    }
+
+    /// Removes an object; returns its last state stamped with the deletion revision.
+    pub fn remove(&mut self, resource: &str, namespace: &str, name: &str) -> Option<Arc<Value>> {
+        let prev = self
+            .objects
+            .get_mut(resource)?
+            .remove(&(namespace.to_string(), name.to_string()))?;
+        self.rv += 1;
+        let mut last = (*prev).clone();
+        stamp(&mut last, self.rv);
+        let last = Arc::new(last);
+        self.record(
+            resource,
+            namespace,
+            name,
+            ChangeKind::Deleted,
+            last.clone(),
+            Some(prev),
+        );
+        Some(last)
+    }
+
+    /// Retained changes with revision above `after`, at most `max`; `Err(oldest)` when
+    /// changes after `after` were already dropped.
+    pub fn events_after(&self, after: u64, max: usize) -> Result<Vec<Arc<LogEvent>>, u64> {
+        if after < self.expired_through {
+            return Err(self.expired_through);
+        }
+        let start = self.log.partition_point(|e| e.rv <= after);
+        Ok(self.log.range(start..).take(max).cloned().collect())
+    }
+
+    pub fn continue_floor(&self) -> u64 {
+        self.continue_floor
+    }
+
+    /// Makes every revision before now too old to watch from, and every continue
+    /// token issued so far too old to use.
+    pub fn expire(&mut self) {
+        self.expired_through = self.rv;
+        self.continue_floor = self.rv + 1;
+        self.log.clear();
+    }
+
+    pub fn history(&self, resource: &str, namespace: &str, name: &str) -> Vec<Change> {
+        self.history
+            .get(&(
+                resource.to_string(),
+                namespace.to_string(),
+                name.to_string(),
+            ))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub fn set_failed(&mut self, uid: &str, status: Value) {
+        self.failed.insert(uid.to_string(), status);
+    }
+
+    pub fn take_failed(&mut self, uid: &str) -> Option<Value> {
+        self.failed.remove(uid)
+    }
+
+    pub fn all(&self, resource: &str) -> Vec<Arc<Value>> {
+        self.objects
+            .get(resource)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_and_expiry() {
+        let store = Store::new(2);
+        let mut s = store.lock();
+        s.put("pods", "a", "x", json!({"metadata": {"name": "x"}}));
+        s.put("pods", "a", "y", json!({"metadata": {"name": "y"}}));
+        s.remove("pods", "a", "x");
+        assert_eq!(s.revision(), 3);
+        assert_eq!(s.events_after(0, 10).unwrap_err(), 1);
+        assert_eq!(s.events_after(1, 10).unwrap().len(), 2);
+        assert_eq!(s.history("pods", "a", "x").len(), 2);
+        s.expire();
+        assert!(s.events_after(2, 10).is_err());
+        assert!(s.events_after(3, 10).unwrap().is_empty());
+        assert_eq!(
+            s.get("pods", "a", "y").unwrap()["metadata"]["resourceVersion"],
+            "2"
+        );
+    }
+}
