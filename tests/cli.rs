@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::run_to_end;
+use common::{run_to_end, run_to_end_env};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -288,4 +288,33 @@ async fn servers_that_cannot_work_end_cleanly() {
         &["TLS"],
     )
     .await;
+}
+
+#[tokio::test]
+async fn https_without_a_usable_ca_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_certs = dir.path().join("no-certs");
+    std::fs::create_dir(&no_certs).unwrap();
+    let kc = kubeconfig(dir.path(), "https", "https://127.0.0.1:1");
+    // As in a FROM scratch image without a CA bundle: the system has no CA either.
+    let env = [
+        ("SSL_CERT_FILE", "/dev/null"),
+        ("SSL_CERT_DIR", no_certs.to_str().unwrap()),
+    ];
+    for args in [
+        vec!["--kubeconfig", &kc, "--check-config"],
+        vec!["--kubeconfig", &kc, "--once"],
+    ] {
+        let (code, _, stderr) = run_to_end_env(&args, &env, LIMIT).await;
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(code, 2, "{stderr}");
+        assert!(
+            stderr.contains("No CA certificates were loaded"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("add certificate-authority-data"),
+            "{stderr}"
+        );
+    }
 }

@@ -250,10 +250,20 @@ fn collect<R: tokio::io::AsyncRead + Unpin + Send + 'static>(r: R, into: Arc<Mut
 
 /// Runs metainit to completion with `args` (no kubeconfig added), returning exit code, stdout and stderr.
 pub async fn run_to_end(args: &[&str], limit: Duration) -> (i32, String, String) {
+    run_to_end_env(args, &[], limit).await
+}
+
+/// As `run_to_end`, with extra environment variables.
+pub async fn run_to_end_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> (i32, String, String) {
     let out = tokio::time::timeout(
         limit,
         Command::new(env!("CARGO_BIN_EXE_metainit"))
             .args(args)
+            .envs(env.iter().copied())
             .env_remove("KUBECONFIG")
             .env("HOME", "/nonexistent")
             .stdin(Stdio::null())
