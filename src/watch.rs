@@ -109,10 +109,25 @@ pub async fn once(
     url: &str,
     timeout: std::time::Duration,
 ) -> Result<()> {
-    let mut params = ListParams::default().labels(label_key).limit(500);
+    let first = ListParams::default().labels(label_key).limit(500);
+    let mut params = first.clone();
+    let mut restarts = 0;
     loop {
         let page =
-            crate::connect::with_retries("LIST", url, Some(timeout), || api.list(&params)).await?;
+            match crate::connect::with_retries("LIST", url, Some(timeout), || api.list(&params))
+                .await
+            {
+                Ok(page) => page,
+                // The continue token expired (410): list again from the start; offering an
+                // object twice is harmless.
+                Err(crate::Error::Kube(kube::Error::Api(s))) if s.code == 410 && restarts < 5 => {
+                    restarts += 1;
+                    info!("list continue token expired; listing again");
+                    params = first.clone();
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
         for obj in page.items {
             queue.offer(obj.slim());
         }
