@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# Checks manifests/*.yaml: every document has a header comment and passes
+# `kubernetes-validate --strict` against the oldest and the newest Kubernetes schema that
+# the installed kubernetes-validate ships; then the static pod's own command line, with a
+# throwaway kubeconfig in place of the node's, must pass the binary's --check-config.
+#
+#   bash scripts/check-manifests.sh [BINARY]     (default target/debug/metainit)
+#
+# Needs python3 with kubernetes-validate (which brings PyYAML) and openssl.
+# A document that needs a newer Kubernetes than the oldest schema says so in its header:
+#   # check-manifests: min-kubernetes=1.26
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+bin=${1:-target/debug/metainit}
+
+die() {
+    echo "check-manifests: FAILED: $*" >&2
+    exit 1
+}
+
+command -v kubernetes-validate >/dev/null || die "kubernetes-validate not found (pip install kubernetes-validate)"
+command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"
+python3 -c 'import yaml, kubernetes_validate' 2>/dev/null \
+    || die "python3 cannot import yaml and kubernetes_validate (pip install kubernetes-validate)"
+[[ -x $bin ]] || die "no executable at $bin (run cargo build first, or pass the binary's path)"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+read -r oldest newest < <(python3 -c '
+import kubernetes_validate.utils as u
+v = u.all_versions()
+print(v[0], v[-1])
+')
+echo "schemas shipped by kubernetes-validate $(kubernetes-validate --version): oldest $oldest, newest $newest"
+
+# Split every file into its documents, one file each, and list "DOC_FILE MIN_VERSION
+# LABEL"; a document without a leading comment fails here (STYLE.md, "Files").
+python3 - "$tmp/docs" manifests/*.yaml >"$tmp/docs.list" <<'PY' || die "see above"
+import os, re, sys
+out, files = sys.argv[1], sys.argv[2:]
+os.makedirs(out)
+bad = False
+n = 0
+for path in files:
+    with open(path) as f:
+        text = f.read()
+    for i, chunk in enumerate(re.split(r"^---[ \t]*$", text, flags=re.M)):
+        lines = [l for l in chunk.splitlines() if l.strip()]
+        if not any(not l.lstrip().startswith("#") for l in lines):
+            continue  # only comments (or nothing): not a document
+        label = f"{path} (document {i + 1})"
+        if not lines[0].startswith("#"):
+            print(f"{label}: no '#' header comment saying what it is for and what to edit",
+                  file=sys.stderr)
+            bad = True
+        m = re.search(r"^#\s*check-manifests:\s*min-kubernetes=(\d+\.\d+)\s*$", chunk, re.M)
+        n += 1
+        doc = os.path.join(out, f"{n:03d}.yaml")
+        with open(doc, "w") as f:
+            f.write(chunk.lstrip("\n"))
+        print(doc, m.group(1) + ".0" if m else "-", label)
+if n == 0:
+    print("no documents found in manifests/*.yaml", file=sys.stderr)
+    bad = True
+sys.exit(1 if bad else 0)
+PY
+
+# Prints the later of two versions (x.y or x.y.z).
+later() {
+    python3 -c '
+import sys
+from packaging.version import Version
+print(max(sys.argv[1:], key=Version))
+' "$@"
+}
+
+failed=0
+while read -r doc min label; do
+    versions=("$oldest" "$newest")
+    if [[ $min != - ]]; then
+        first=$(later "$oldest" "$min")
+        [[ $(later "$first" "$newest") == "$newest" ]] \
+            || die "$label needs Kubernetes $min, newer than the newest schema $newest"
+        versions=("$first" "$newest")
+    fi
+    for v in $(printf '%s\n' "${versions[@]}" | sort -u); do
+        if out=$(kubernetes-validate --strict --quiet -k "$v" "$doc" 2>&1); then
+            echo "ok    $label against $v"
+        else
+            echo "FAIL  $label against $v:" >&2
+            echo "${out//$doc/$label}" >&2
+            failed=1
+        fi
+    done
+done <"$tmp/docs.list"
+((failed == 0)) || die "manifests do not validate"
+
+# A kubeconfig shaped like the one `kubeadm kubeconfig user` writes: its own CA, a client
+# certificate for CN=metainit, and a server that does not exist (--check-config never
+# connects).
+# X.509 v3 with kubeadm's extensions: rustls refuses v1 certificates.
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=kubernetes \
+    -addext basicConstraints=critical,CA:TRUE \
+    -addext keyUsage=critical,digitalSignature,keyEncipherment,keyCertSign \
+    -keyout "$tmp/ca.key" -out "$tmp/ca.crt" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj /CN=metainit \
+    -keyout "$tmp/client.key" -out "$tmp/client.csr" 2>/dev/null
+printf '%s\n' basicConstraints=critical,CA:FALSE \
+    keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=clientAuth \
+    >"$tmp/client.ext"
+openssl x509 -req -days 1 -in "$tmp/client.csr" -CA "$tmp/ca.crt" -CAkey "$tmp/ca.key" \
+    -CAcreateserial -extfile "$tmp/client.ext" -out "$tmp/client.crt" 2>/dev/null
+b64() { base64 -w0 "$1"; }
+cat >"$tmp/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kubernetes
+  cluster:
+    server: https://127.0.0.1:1
+    certificate-authority-data: $(b64 "$tmp/ca.crt")
+users:
+- name: metainit
+  user:
+    client-certificate-data: $(b64 "$tmp/client.crt")
+    client-key-data: $(b64 "$tmp/client.key")
+contexts:
+- name: metainit@kubernetes
+  context:
+    cluster: kubernetes
+    user: metainit
+current-context: metainit@kubernetes
+EOF
+chmod 0600 "$tmp/kubeconfig"
+
+# The static pod's command line as the kubelet would run it: $(VAR) expanded from the
+# container's env (downward-API values get a stand-in), the kubeconfig path swapped for
+# the file above. Written NUL-separated: first the env as NAME=VALUE, then an empty
+# field, then argv. Also checks that the pod's pieces agree with each other.
+python3 - manifests/metainit.yaml "$tmp/kubeconfig" >"$tmp/argv" <<'PY' || die "see above"
+import re, sys, yaml
+
+path, kubeconfig = sys.argv[1], sys.argv[2]
+problems = []
+with open(path) as f:
+    pods = [d for d in yaml.safe_load_all(f) if d and d.get("kind") == "Pod"]
+if len(pods) != 1:
+    sys.exit(f"{path}: expected one Pod (the static pod), found {len(pods)}")
+pod = pods[0]
+spec = pod["spec"]
+if len(spec.get("containers", [])) != 1:
+    sys.exit(f"{path}: expected one container")
+c = spec["containers"][0]
+
+stand_ins = {"spec.nodeName": "check-manifests-node"}
+env = {}
+for e in c.get("env", []):
+    if "value" in e:
+        env[e["name"]] = str(e["value"])
+    elif "fieldRef" in e.get("valueFrom", {}):
+        fp = e["valueFrom"]["fieldRef"]["fieldPath"]
+        if fp not in stand_ins:
+            problems.append(f"env {e['name']}: no stand-in for fieldRef {fp}; add one here")
+        env[e["name"]] = stand_ins.get(fp, "")
+    else:
+        problems.append(f"env {e['name']}: only value and fieldRef are possible in a static pod")
+
+def expand(s):
+    # The kubelet's rules: $(NAME) for a defined NAME is replaced, $$ is a literal $,
+    # anything else stays as written.
+    def sub(m):
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)", sub, s)
+
+argv = [expand(str(a)) for a in c.get("command", []) + c.get("args", [])]
+if not argv:
+    sys.exit(f"{path}: the container has no command (the check needs the full command line)")
+for k, v in list(env.items()):
+    env[k] = expand(v)
+
+# Find and swap the kubeconfig path: --kubeconfig=PATH, --kubeconfig PATH or the env var.
+kc_path = None
+for i, a in enumerate(argv):
+    if a.startswith("--kubeconfig="):
+        kc_path, argv[i] = a.split("=", 1)[1], "--kubeconfig=" + kubeconfig
+    elif a == "--kubeconfig" and i + 1 < len(argv):
+        kc_path, argv[i + 1] = argv[i + 1], kubeconfig
+if kc_path is None and "METAINIT_KUBECONFIG" in env:
+    kc_path, env["METAINIT_KUBECONFIG"] = env["METAINIT_KUBECONFIG"], kubeconfig
+if kc_path is None:
+    problems.append("no --kubeconfig: a static pod has no in-cluster credentials")
+else:
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    mounts = [m for m in c.get("volumeMounts", [])
+              if kc_path == m["mountPath"] or kc_path.startswith(m["mountPath"].rstrip("/") + "/")]
+    if not mounts:
+        problems.append(f"--kubeconfig {kc_path} is not under any volumeMount")
+    for m in mounts:
+        if not m.get("readOnly"):
+            problems.append(f"volumeMount {m['name']} for the kubeconfig is not readOnly")
+        if "hostPath" not in volumes.get(m["name"], {}):
+            problems.append(f"volume {m['name']} for the kubeconfig is not a hostPath")
+
+# The probes must ask the address the admin server listens on.
+admin = None
+for i, a in enumerate(argv):
+    if a.startswith("--admin-addr="):
+        admin = a.split("=", 1)[1]
+    elif a == "--admin-addr" and i + 1 < len(argv):
+        admin = argv[i + 1]
+admin = admin or env.get("METAINIT_ADMIN_ADDR") or "127.0.0.1:10275"
+host, _, port = admin.rpartition(":")
+for probe in ("livenessProbe", "startupProbe", "readinessProbe"):
+    get = c.get(probe, {}).get("httpGet")
+    if get is None:
+        continue
+    if str(get.get("port")) != port:
+        problems.append(f"{probe} port {get.get('port')} is not the admin port {port}")
+    # An admin server on every interface (0.0.0.0, [::]) answers a probe on any of them.
+    if host.strip("[]") not in ("0.0.0.0", "::") and get.get("host", "") != host.strip("[]"):
+        problems.append(f"{probe} host {get.get('host')!r} is not the admin host {host!r}")
+
+if problems:
+    for p in problems:
+        print(f"{path}: {p}", file=sys.stderr)
+    sys.exit(1)
+fields = [f"{k}={v}" for k, v in env.items()] + [""] + argv
+sys.stdout.write("\0".join(fields) + "\0")
+PY
+
+mapfile -d '' fields <"$tmp/argv"
+pod_env=()
+i=0
+while [[ -n ${fields[i]} ]]; do
+    pod_env+=("${fields[i]}")
+    i=$((i + 1))
+done
+argv=("${fields[@]:i+1}")
+# The image's binary is the one under test; keep the rest of the command line as written.
+cmd=("$bin" "${argv[@]:1}" --check-config)
+
+# A clean environment, as in the container: only PATH, a HOME without a ~/.kube, and the
+# pod's env.
+run_check() {
+    env -i PATH="$PATH" HOME="$tmp/home" "${pod_env[@]}" timeout 20 "$@"
+}
+mkdir -p "$tmp/home"
+echo "static pod command line: ${argv[*]}"
+echo "running: ${cmd[*]}"
+set +e
+out=$(run_check "${cmd[@]}" 2>&1)
+rc=$?
+set -e
+echo "$out"
+((rc == 0)) || die "--check-config on the static pod's command line exited $rc (want 0)"
+grep -q "configuration OK" <<<"$out" || die "--check-config did not print \"configuration OK\""
+if grep -q panicked <<<"$out"; then die "--check-config panicked"; fi
+
+# The same command line with the kubeconfig gone must be refused as bad input (exit 2),
+# which proves the check reads the file the manifest names.
+kc=$tmp/kubeconfig
+missing=("${cmd[@]//"$kc"/"$tmp/missing.conf"}")
+set +e
+out=$(run_check "${missing[@]}" 2>&1)
+rc=$?
+set -e
+((rc == 2)) || die "--check-config with a missing kubeconfig exited $rc (want 2): $out"
+if grep -q panicked <<<"$out"; then die "--check-config panicked on a missing kubeconfig"; fi
+echo "missing kubeconfig refused as expected: $out"
+
+echo "check-manifests: all manifests OK"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run installs the tools first):
+#   bash scripts/test.sh
+# cargo's test summary comes last, so it closes the output.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+target_dir=${CARGO_TARGET_DIR:-target}
+
+step() {
+    echo
+    echo "==> $*"
+}
+
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "hadolint Dockerfile"
+hadolint Dockerfile
+
+step "cargo build --workspace"
+cargo build --workspace
+
+step "scripts/check-manifests.sh $target_dir/debug/metainit"
+bash scripts/check-manifests.sh "$target_dir/debug/metainit"
+
+if [[ -f tests/clients/check.sh ]]; then
+    step "tests/clients/check.sh"
+    bash tests/clients/check.sh
+else
+    step "tests/clients/check.sh: not there yet, skipped"
+fi
+
+step "scripts/image-check.sh"
+bash scripts/image-check.sh
+
+step "cargo test --workspace"
+cargo test --workspace
