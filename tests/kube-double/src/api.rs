@@ -99,6 +99,11 @@ fn drop_unknown_fields(obj: &mut Value, res: &ResourceInfo, generation: Generati
     }
 }
 
+/// Deployments always had `metadata.generation`; pods have it since 1.33.
+fn tracks_generation(res: &ResourceInfo, generation: Generation) -> bool {
+    res.is_deployments() || (res.is_pods() && generation == Generation::Modern)
+}
+
 /// POST: admission, validation and storage; never blocks (see `legacy::wait_initialized`).
 pub fn create(
     shared: &Shared,
@@ -163,7 +168,7 @@ pub fn create(
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
         m.remove("selfLink");
-        if res.is_deployments() {
+        if tracks_generation(res, generation) {
             m.insert("generation".into(), json!(1));
         } else {
             m.remove("generation");
@@ -356,9 +361,15 @@ pub fn update(
         // An initializer rejected the object: it is deleted, and its creator told why.
         let uid = meta_str(&new, "uid").to_string();
         inner.set_failed(&uid, result);
-        let stored = inner.put(&res.key, namespace, name, new);
-        let gone = inner.remove(&res.key, namespace, name);
-        return Ok(gone.unwrap_or(stored));
+        return inner
+            .remove_as(&res.key, namespace, name, Some(new))
+            .ok_or_else(|| status::not_found(res, name));
+    }
+    if is_terminating(&new) && !has_finalizers(&new) {
+        // The last finalizer is gone: the deletion completes.
+        return inner
+            .remove_as(&res.key, namespace, name, Some(new))
+            .ok_or_else(|| status::not_found(res, name));
     }
     Ok(inner.put(&res.key, namespace, name, new))
 }
@@ -413,6 +424,7 @@ fn prepare_update(
             "creationTimestamp",
             "generation",
             "deletionTimestamp",
+            "deletionGracePeriodSeconds",
         ] {
             match old.get("metadata").and_then(|om| om.get(f)) {
                 Some(v) => m.insert(f.into(), v.clone()),
@@ -444,7 +456,7 @@ fn prepare_update(
             }
         }
     }
-    if res.is_deployments() && new.get("spec") != old.get("spec") {
+    if tracks_generation(res, generation) && new.get("spec") != old.get("spec") {
         let g = old
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
@@ -541,9 +553,36 @@ pub fn delete(
             }
         }
     }
+    if has_finalizers(&current) {
+        // Finalizers keep the object, terminating, until the last one is removed.
+        if is_terminating(&current) {
+            return Ok(current);
+        }
+        let mut obj = (*current).clone();
+        let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
+        if let Some(m) = meta_mut(&mut obj) {
+            m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+            m.insert("deletionGracePeriodSeconds".into(), json!(0));
+            if let Some(g) = generation.filter(|g| *g > 0) {
+                m.insert("generation".into(), json!(g + 1));
+            }
+        }
+        return Ok(inner.put(&res.key, namespace, name, obj));
+    }
     inner
         .remove(&res.key, namespace, name)
         .ok_or_else(|| status::not_found(res, name))
+}
+
+fn has_finalizers(obj: &Value) -> bool {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
+}
+
+fn is_terminating(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
 }
 
 #[cfg(test)]

@@ -172,6 +172,33 @@ impl Double {
         .map_err(|e| e.status)
     }
 
+    /// PATCH with a content type (`application/json-patch+json`, `…merge-patch+json`,
+    /// `…strategic-merge-patch+json`), same rules as over HTTP.
+    pub fn patch(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        content_type: &str,
+        patch: &Value,
+    ) -> Result<Value, Value> {
+        let res = self.resource(resource)?;
+        let kind = patch::PatchType::from_content_type(content_type).map_err(|e| e.status)?;
+        let body = serde_json::to_vec(patch).unwrap_or_default();
+        api::patch(
+            self.shared(),
+            &res,
+            namespace,
+            name,
+            kind,
+            &body,
+            &Caller::everything(),
+            Subresource::Main,
+        )
+        .map(|o| (*o).clone())
+        .map_err(|e| e.status)
+    }
+
     pub fn delete(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, Value> {
         let res = self.resource(resource)?;
         api::delete(self.shared(), &res, namespace, name, None)

@@ -13,6 +13,7 @@ async fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let config = cli.config();
@@ -22,7 +23,6 @@ async fn main() -> anyhow::Result<()> {
         double.write_kubeconfig(path, cli.kubeconfig_token.as_deref())?;
     }
     tracing::info!(url = %double.url(), %generation, "kube-double listening");
-    eprintln!("kube-double ({generation}) listening on {}", double.url());
     wait_for_signal().await?;
     double.shutdown().await;
     Ok(())

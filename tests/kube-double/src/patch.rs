@@ -119,6 +119,19 @@ fn strategic_merge(doc: &mut Value, patch: &Map<String, Value>, path: &str) -> R
                 let entry = target.entry(k.clone()).or_insert(Value::Null);
                 strategic_merge(entry, pm, &child)?;
             }
+            Value::Array(items) if child == "metadata.finalizers" => {
+                // A list of strings with patch strategy "merge": a union, order kept.
+                let entry = target.entry(k.clone()).or_insert(Value::Array(vec![]));
+                if let Value::Array(have) = entry {
+                    for item in items {
+                        if !have.contains(item) {
+                            have.push(item.clone());
+                        }
+                    }
+                } else {
+                    *entry = v.clone();
+                }
+            }
             Value::Array(items) => match merge_key(&child) {
                 Some(key) => {
                     let entry = target.entry(k.clone()).or_insert(Value::Array(vec![]));
@@ -249,5 +262,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out["status"]["conditions"].as_array().unwrap().len(), 2);
+        let out = apply(
+            &json!({"metadata": {"finalizers": ["a"]}}),
+            PatchType::Strategic,
+            br#"{"metadata":{"finalizers":["b","a"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["a", "b"]));
+        let out = apply(
+            &out,
+            PatchType::Strategic,
+            br#"{"metadata":{"$deleteFromPrimitiveList/finalizers":["a"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["b"]));
     }
 }

@@ -394,7 +394,8 @@ async fn resource(
             if flag(query, "watch") {
                 caller.check("watch", &res, None, ns, "")?;
                 let timeout = match query.get("timeoutSeconds") {
-                    Some(t) if !t.is_empty() => {
+                    // 0 means the server's default: no limit here.
+                    Some(t) if !t.is_empty() && t != "0" => {
                         Some(Duration::from_secs(t.parse().map_err(|_| {
                             status::bad_request(format!("invalid timeoutSeconds {t:?}"))
                         })?))

@@ -231,7 +231,23 @@ impl LabelSelector {
             return Ok(LabelSelector::default());
         }
         loop {
-            requirements.push(parse_requirement(&mut p)?);
+            match p.peek() {
+                Tok::Ident(_) | Tok::Bang => {}
+                t => {
+                    return Err(format!(
+                        "found '{}', expected: !, identifier, or 'end of string'",
+                        t.literal()
+                    ));
+                }
+            }
+            let r = parse_requirement(&mut p).map_err(|e| {
+                if e.starts_with("unable to parse requirement: ") {
+                    e
+                } else {
+                    format!("unable to parse requirement: {e}")
+                }
+            })?;
+            requirements.push(r);
             match p.next() {
                 Tok::End => break,
                 Tok::Comma => {
@@ -328,7 +344,7 @@ fn parse_requirement(p: &mut Parser) -> Result<Requirement, String> {
         Tok::Lt => Op::Lt,
         t => {
             return Err(format!(
-                "found '{}', expected: in, notin, =, ==, !=, gt, lt",
+                "found '{}', expected: '=', '!=', '==', 'in', notin'",
                 t.literal()
             ));
         }
@@ -338,7 +354,7 @@ fn parse_requirement(p: &mut Parser) -> Result<Requirement, String> {
         Op::In | Op::NotIn => {
             match p.next() {
                 Tok::Open => {}
-                t => return Err(format!("found '{}', expected: '('", t.literal())),
+                t => return Err(format!("found '{}' expected: '('", t.literal())),
             }
             let mut values = Vec::new();
             loop {

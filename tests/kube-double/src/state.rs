@@ -106,8 +106,12 @@ impl Shared {
         relock(&self.requests).push(r);
     }
 
+    /// Answered requests in order of arrival (a request is logged once answered,
+    /// so a blocked POST shows up when it returns, in its arrival position).
     pub fn requests(&self) -> Vec<RequestRecord> {
-        relock(&self.requests).clone()
+        let mut all = relock(&self.requests).clone();
+        all.sort_by_key(|r| r.at);
+        all
     }
 
     pub fn clear_requests(&self) {

@@ -232,12 +232,23 @@ impl Inner {
 
     /// Removes an object; returns its last state stamped with the deletion revision.
     pub fn remove(&mut self, resource: &str, namespace: &str, name: &str) -> Option<Arc<Value>> {
+        self.remove_as(resource, namespace, name, None)
+    }
+
+    /// Removes an object, recording `last` (or its stored state) as its final state.
+    pub fn remove_as(
+        &mut self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        last: Option<Value>,
+    ) -> Option<Arc<Value>> {
         let prev = self
             .objects
             .get_mut(resource)?
             .remove(&(namespace.to_string(), name.to_string()))?;
         self.rv += 1;
-        let mut last = (*prev).clone();
+        let mut last = last.unwrap_or_else(|| (*prev).clone());
         stamp(&mut last, self.rv);
         let last = Arc::new(last);
         self.record(

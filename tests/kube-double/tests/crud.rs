@@ -189,6 +189,16 @@ async fn label_and_field_selectors() {
         assert_eq!(r.json()["reason"], "BadRequest");
         assert!(!r.json()["message"].as_str().unwrap().is_empty());
     }
+    let r = c.get(&format!("{PODS}?labelSelector=a%20b")).await;
+    assert_eq!(
+        r.json()["message"],
+        "unable to parse requirement: found 'b', expected: '=', '!=', '==', 'in', notin'"
+    );
+    let r = c.get(&format!("{PODS}?labelSelector=a%3Db%3Dc")).await;
+    assert_eq!(
+        r.json()["message"],
+        "found '=', expected: ',' or 'end of string'"
+    );
     let r = c
         .get(&format!("{PODS}?fieldSelector=metadata.name%3Db"))
         .await;
@@ -555,4 +565,105 @@ async fn kubeconfig_written() {
     assert!(text.contains("token: \"secret\""));
     assert!(text.contains("current-context: kube-double"));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn tokens_gate_every_verb() {
+    let mut cfg = Config::modern();
+    let mut tokens = std::collections::HashMap::new();
+    tokens.insert(
+        "reader".to_string(),
+        vec!["get pods".into(), "list pods".into()],
+    );
+    tokens.insert("watcher".to_string(), vec!["watch *".into()]);
+    tokens.insert("root".to_string(), vec!["*".into()]);
+    cfg.tokens = Some(tokens);
+    let d = Double::start(cfg).await.unwrap();
+    let c = Client::new(&d.url());
+    assert_eq!(c.get("/api/v1").await.status, 401);
+    let r = c.with_token("nope").get(PODS).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.json(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+    );
+    let reader = c.with_token("reader");
+    assert_eq!(reader.get("/api/v1").await.status, 200);
+    assert_eq!(reader.get(PODS).await.status, 200);
+    let r = reader.get("/api/v1/pods?watch=true").await;
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json()["message"],
+        "pods is forbidden: User \"token:reader\" cannot watch resource \"pods\" in API group \"\" at the cluster scope"
+    );
+    let r = reader.post(PODS, pod("a")).await;
+    assert_eq!(r.status, 403);
+    let root = c.with_token("root");
+    assert_eq!(root.post(PODS, pod("a")).await.status, 201);
+    let r = reader
+        .patch(
+            &format!("{PODS}/a"),
+            "application/merge-patch+json",
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json()["message"],
+        "pods \"a\" is forbidden: User \"token:reader\" cannot patch resource \"pods\" in API group \"\" in the namespace \"default\""
+    );
+    assert_eq!(reader.delete(&format!("{PODS}/a")).await.status, 403);
+    let mut w = c
+        .with_token("watcher")
+        .watch(&format!("{PODS}?watch=true"))
+        .await;
+    assert_eq!(w.status, 200);
+    assert_eq!(w.event().await["type"], "ADDED");
+    // The library and control routes need no token.
+    assert_eq!(c.get("/_double/objects/pods").await.status, 200);
+    let out = d
+        .patch(
+            "pods",
+            "default",
+            "a",
+            "application/json-patch+json",
+            &json!([{"op": "add", "path": "/metadata/labels", "value": {"l": "1"}}]),
+        )
+        .unwrap();
+    assert_eq!(out["metadata"]["labels"]["l"], "1");
+    assert_eq!(
+        d.patch("pods", "default", "a", "text/plain", &json!({}))
+            .unwrap_err()["code"],
+        415
+    );
+}
+
+#[tokio::test]
+async fn finalizers_keep_deleted_objects_terminating() {
+    let (d, c) = start().await;
+    let mut p = pod("f");
+    p["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    c.post(PODS, p).await;
+    let mut w = c.watch(&format!("{PODS}?watch=true")).await;
+    assert_eq!(w.event().await["type"], "ADDED");
+    let r = c.delete(&format!("{PODS}/f")).await;
+    assert_eq!(r.status, 200);
+    assert!(r.json()["metadata"]["deletionTimestamp"].is_string());
+    let e = w.event().await;
+    assert_eq!(e["type"], "MODIFIED");
+    assert!(e["object"]["metadata"]["deletionTimestamp"].is_string());
+    let accept = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let t = c.get_accept(&format!("{PODS}/f"), accept).await.json();
+    assert_eq!(t["rows"][0]["cells"][2], "Terminating");
+    // Deleting again changes nothing.
+    assert_eq!(c.delete(&format!("{PODS}/f")).await.status, 200);
+    let r = c
+        .json_patch(
+            &format!("{PODS}/f"),
+            json!([{"op": "remove", "path": "/metadata/finalizers"}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(w.event().await["type"], "DELETED");
+    assert!(d.get("pods", "default", "f").is_none());
 }

@@ -443,3 +443,30 @@ async fn plain_watchers_see_added_at_initialization() {
     fresh.quiet_for(Duration::from_millis(200)).await;
     let _: Value = e;
 }
+
+#[tokio::test]
+async fn failed_initialization_is_one_deleted_event_carrying_the_result() {
+    let (d, c) = start_with(config()).await;
+    d.create("pods", "default", pod("f")).unwrap();
+    let rv = d.resource_version();
+    let mut all = c
+        .watch(&format!(
+            "{PODS}?watch=true&resourceVersion={rv}&includeUninitialized=true"
+        ))
+        .await;
+    let r = c
+        .patch(
+            &format!("{PODS}/f"),
+            "application/merge-patch+json",
+            json!({"metadata": {"initializers": {"result": {"status": "Failure", "message": "no"}}}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let e = all.event().await;
+    assert_eq!(e["type"], "DELETED");
+    assert_eq!(
+        e["object"]["metadata"]["initializers"]["result"]["message"],
+        "no"
+    );
+    all.quiet_for(Duration::from_millis(200)).await;
+}

@@ -187,3 +187,25 @@ async fn status_subresource_and_main_resource_ignore() {
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.json()["status"]["phase"], "Running");
 }
+
+#[tokio::test]
+async fn pods_track_generation_on_spec_changes() {
+    let (_d, c) = start().await;
+    let r = c.post(PODS, gated("g", &["a"])).await;
+    assert_eq!(r.json()["metadata"]["generation"], 1);
+    let r = c
+        .patch(
+            &format!("{PODS}/g"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"x": "1"}}}),
+        )
+        .await;
+    assert_eq!(r.json()["metadata"]["generation"], 1);
+    let r = c
+        .json_patch(
+            &format!("{PODS}/g"),
+            json!([{"op": "remove", "path": "/spec/schedulingGates"}]),
+        )
+        .await;
+    assert_eq!(r.json()["metadata"]["generation"], 2);
+}

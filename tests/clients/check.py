@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Checks the kube-double with the official Python `kubernetes` client.
+
+Usage: check.py GENERATION KUBECONFIG   (GENERATION is legacy or modern)
+
+The legacy double must run with `--initializer podimage.example.com=pods`.
+Prints one line per check and an `N passed, M failed` summary; exits 1 on any failure.
+"""
+
+import json
+import sys
+import urllib.parse
+import threading
+import time
+
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+
+NS = "default"
+passed = 0
+failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"ok   {name}")
+    else:
+        failed += 1
+        print(f"FAIL {name} {detail}")
+
+
+def status_of(fn):
+    try:
+        fn()
+        return 200
+    except ApiException as e:
+        return e.status
+
+
+def raw(api, method, path, query=None, body=None, content_type="application/json"):
+    """A request with parameters the generated client does not know (includeUninitialized)."""
+    url = api.api_client.configuration.host + path
+    if query:
+        url += "?" + urllib.parse.urlencode(query)
+    headers = {"Content-Type": content_type, "Accept": "application/json"}
+    api.api_client.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+    resp = api.api_client.call_api(method, url, header_params=headers, body=body)
+    resp.read()
+    return resp.status, json.loads(resp.data or b"null")
+
+
+def watch_in_background(v1, seconds, **kw):
+    events = []
+
+    def run():
+        w = watch.Watch()
+        for ev in w.stream(v1.list_namespaced_pod, NS, timeout_seconds=seconds, **kw):
+            events.append((ev["type"], ev["raw_object"]))
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    time.sleep(1.0)
+    return t, events
+
+
+def modern(v1):
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "py-gated", "labels": {"from": "python"}},
+        "spec": {"schedulingGates": [{"name": "example.com/a"}, {"name": "example.com/b"}],
+                 "containers": [{"name": "c", "image": "busybox"}]},
+    }
+    created = v1.create_namespaced_pod(NS, pod)
+    check("modern create", created.metadata.name == "py-gated")
+    got = v1.read_namespaced_pod("py-gated", NS)
+    conds = got.status.conditions or []
+    check("modern gated condition",
+          any(c.type == "PodScheduled" and c.status == "False" and c.reason == "SchedulingGated" for c in conds),
+          repr(conds))
+    check("modern gates kept", [g.name for g in got.spec.scheduling_gates] == ["example.com/a", "example.com/b"])
+    lst = v1.list_namespaced_pod(NS, label_selector="from=python")
+    check("modern list with selector", [p.metadata.name for p in lst.items] == ["py-gated"])
+    check("modern list selector excludes", v1.list_namespaced_pod(NS, label_selector="from!=python").items == [])
+
+    t, events = watch_in_background(v1, 3, resource_version=lst.metadata.resource_version)
+    try:
+        v1.patch_namespaced_pod("py-gated", NS, [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": "late"}}])
+        check("modern adding a gate is rejected", False)
+    except ApiException as e:
+        check("modern adding a gate is 422", e.status == 422 and "only deletion is allowed, but found new scheduling gate 'late'" in e.body, e.body)
+    out = v1.patch_namespaced_pod("py-gated", NS, [{"op": "remove", "path": "/spec/schedulingGates"}])
+    check("modern json patch clears gates", not out.spec.scheduling_gates)
+    check("modern condition gone", not any(c.reason == "SchedulingGated" for c in (out.status.conditions or [])))
+    check("modern phase stays Pending", out.status.phase == "Pending")
+    t.join(10)
+    check("modern watch ended by timeout_seconds", not t.is_alive())
+    types = [ty for ty, _ in events]
+    check("modern watch saw MODIFIED", types == ["MODIFIED"], repr(types))
+    code = status_of(lambda: v1.patch_namespaced_pod("py-gated", NS, [{"op": "remove", "path": "/spec/schedulingGates"}]))
+    check("modern removing a missing path is 422", code == 422, str(code))
+    v1.delete_namespaced_pod("py-gated", NS)
+    check("modern delete", status_of(lambda: v1.read_namespaced_pod("py-gated", NS)) == 404)
+
+
+def legacy(v1):
+    body = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "py-hidden", "labels": {"from": "python"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    status, obj = raw(v1, "POST", f"/api/v1/namespaces/{NS}/pods", [("includeUninitialized", "true")], body)
+    check("legacy create with includeUninitialized returns at once", status == 201, str(status))
+    check("legacy pending filled from the rules",
+          obj["metadata"].get("initializers", {}).get("pending") == [{"name": "podimage.example.com"}], repr(obj["metadata"]))
+    check("legacy hidden from GET", status_of(lambda: v1.read_namespaced_pod("py-hidden", NS)) == 404)
+    check("legacy hidden from LIST", v1.list_namespaced_pod(NS, label_selector="from=python").items == [])
+    status, lst = raw(v1, "GET", "/api/v1/pods", [("includeUninitialized", "true"), ("labelSelector", "from=python")])
+    check("legacy visible with includeUninitialized", [i["metadata"]["name"] for i in lst["items"]] == ["py-hidden"])
+
+    t, events = watch_in_background(v1, 3)
+    status, _ = raw(v1, "PATCH", f"/api/v1/namespaces/{NS}/pods/py-hidden", body=[{"op": "remove", "path": "/metadata/initializers"}],
+                    content_type="application/json-patch+json")
+    check("legacy clearing patch", status == 200, str(status))
+    t.join(10)
+    check("legacy watch ended by timeout_seconds", not t.is_alive())
+    check("legacy plain watcher sees ADDED at initialization",
+          [(ty, o["metadata"]["name"]) for ty, o in events] == [("ADDED", "py-hidden")], repr([e[0] for e in events]))
+    got = v1.read_namespaced_pod("py-hidden", NS)
+    check("legacy visible after initialization", got.metadata.name == "py-hidden")
+    out = v1.patch_namespaced_pod("py-hidden", NS, [{"op": "add", "path": "/metadata/labels/patched", "value": "yes"}])
+    check("legacy json patch", out.metadata.labels.get("patched") == "yes")
+    lst = v1.list_namespaced_pod(NS, label_selector="from=python,patched=yes")
+    check("legacy list with selector", [p.metadata.name for p in lst.items] == ["py-hidden"])
+    v1.delete_namespaced_pod("py-hidden", NS)
+    check("legacy delete", status_of(lambda: v1.read_namespaced_pod("py-hidden", NS)) == 404)
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("legacy", "modern"):
+        print(__doc__)
+        return 2
+    generation, kubeconfig = sys.argv[1], sys.argv[2]
+    config.load_kube_config(config_file=kubeconfig)
+    v1 = client.CoreV1Api()
+    version = client.VersionApi().get_code()
+    want = "v1.13.12" if generation == "legacy" else "v1.33.4"
+    check(f"{generation} version", version.git_version == want, version.git_version)
+    try:
+        (legacy if generation == "legacy" else modern)(v1)
+    except Exception as e:  # a crash is a failure, reported like the others
+        check(f"{generation} unexpected error", False, repr(e))
+    print(f"python {generation}: {passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Checks the kube-double with real clients: kubectl (create, get, table, list, watch,
+# json patch, raw list and watch) and the Python `kubernetes` client (check.py), against
+# both API generations. Run from the repository root; exits non-zero on any mismatch.
+set -uo pipefail
+
+KUBECTL=${KUBECTL:-kubectl}
+PYTHON=${PYTHON:-python3}
+HERE=$(cd "$(dirname "$0")" && pwd)
+TMP=$(mktemp -d)
+PIDS=()
+passed=0
+failed=0
+
+cleanup() {
+    for p in "${PIDS[@]}"; do
+        kill "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; echo "     $2" | head -c 2000; echo; }
+
+# expect NAME HAYSTACK NEEDLE: the text contains the needle.
+expect() {
+    if grep -qE -- "$3" <<<"$2"; then ok "$1"; else bad "$1" "wanted /$3/ in: $2"; fi
+}
+# refute NAME HAYSTACK NEEDLE: the text does not contain the needle.
+refute() {
+    if grep -qE -- "$3" <<<"$2"; then bad "$1" "did not want /$3/ in: $2"; else ok "$1"; fi
+}
+
+free_port() {
+    "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_double GENERATION [FLAGS...]: starts the binary, sets PORT and KC.
+start_double() {
+    local gen=$1
+    shift
+    PORT=$(free_port)
+    KC="$TMP/$gen.kubeconfig"
+    cargo run -q -p kube-double -- --generation "$gen" --listen "127.0.0.1:$PORT" \
+        --kubeconfig-out "$KC" "$@" >"$TMP/$gen.log" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 1 600); do
+        if curl -sf "http://127.0.0.1:$PORT/version" >/dev/null 2>&1 && [ -s "$KC" ]; then
+            return 0
+        fi
+        sleep 0.5
+    done
+    echo "the $gen double did not start:" >&2
+    cat "$TMP/$gen.log" >&2
+    exit 1
+}
+
+k() { "$KUBECTL" --kubeconfig "$KC" "$@" 2>&1; }
+
+write_pod() { # write_pod FILE NAME LABEL-APP [EXTRA-SPEC-YAML] [EXTRA-METADATA-YAML]
+    cat >"$1" <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $2
+  labels:
+    app: $3
+$5
+spec:
+$4
+  containers:
+  - name: c
+    image: busybox
+YAML
+}
+
+run_python() {
+    local out
+    out=$("$PYTHON" "$HERE/check.py" "$1" "$KC" 2>&1)
+    local rc=$?
+    echo "$out"
+    local p f
+    p=$(sed -nE 's/^python [a-z]+: ([0-9]+) passed, ([0-9]+) failed$/\1/p' <<<"$out")
+    f=$(sed -nE 's/^python [a-z]+: ([0-9]+) passed, ([0-9]+) failed$/\2/p' <<<"$out")
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-0}))
+    if [ "$rc" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then bad "python $1 exit code" "$rc"; fi
+}
+
+echo "building kube-double"
+cargo build -q -p kube-double || exit 1
+
+# ---------------------------------------------------------------- modern (1.33)
+start_double modern --bookmark-interval 1s
+echo "modern double on port $PORT"
+write_pod "$TMP/gated.yaml" gated web "  schedulingGates:
+  - name: example.com/a
+  - name: example.com/b" ""
+write_pod "$TMP/plain.yaml" plain other "" ""
+
+expect "modern kubectl version" "$(k version -o json)" '"gitVersion": "v1.33.4"'
+expect "modern create gated" "$(k create -f "$TMP/gated.yaml" --validate=false)" 'pod/gated created'
+expect "modern create plain" "$(k create -f "$TMP/plain.yaml" --validate=false)" 'pod/plain created'
+expect "modern get -o json condition" "$(k get pod gated -o jsonpath='{.status.conditions[0].reason}')" '^SchedulingGated$'
+expect "modern get -o json gates" "$(k get pod gated -o json)" '"name": "example.com/b"'
+expect "modern table STATUS SchedulingGated" "$(k get pods)" '^gated +0/1 +SchedulingGated +0 '
+expect "modern table plain Pending" "$(k get pods)" '^plain +0/1 +Pending '
+expect "modern wide table" "$(k get pods -o wide)" 'NOMINATED NODE +READINESS GATES'
+expect "modern list" "$(k get pods -o name | sort | tr '\n' ' ')" '^pod/gated pod/plain $'
+expect "modern list by label" "$(k get pods -l app=web -o name | tr '\n' ' ')" '^pod/gated $'
+expect "modern list by field" "$(k get pods --field-selector metadata.name=plain -o name | tr '\n' ' ')" '^pod/plain $'
+expect "modern raw list" "$(k get --raw '/api/v1/pods?labelSelector=app%3Dweb')" '"name":"gated"'
+
+timeout 12 "$KUBECTL" --kubeconfig "$KC" get pods -w --request-timeout=6s >"$TMP/modern-watch.txt" 2>&1 &
+wpid=$!
+sleep 2
+k label pod plain seen=yes >/dev/null
+wait "$wpid"
+expect "modern kubectl watch lists" "$(cat "$TMP/modern-watch.txt")" '^gated +0/1 +SchedulingGated'
+expect "modern kubectl watch sees the change" "$(grep -c '^plain ' "$TMP/modern-watch.txt")" '^[2-9]$'
+
+expect "modern adding a gate is refused" \
+    "$(k patch pod gated --type=json -p '[{"op":"add","path":"/spec/schedulingGates/-","value":{"name":"X"}}]')" \
+    "The Pod \"gated\" is invalid: spec.schedulingGates\[2\].name: Forbidden: only deletion is allowed, but found new scheduling gate 'X'"
+expect "modern json patch removes gates" \
+    "$(k patch pod gated --type=json -p '[{"op":"remove","path":"/spec/schedulingGates"}]')" 'pod/gated patched'
+expect "modern table after clearing" "$(k get pods)" '^gated +0/1 +Pending '
+refute "modern condition gone" "$(k get pod gated -o json)" 'SchedulingGated'
+expect "modern removing again is 422" \
+    "$(k patch pod gated --type=json -p '[{"op":"remove","path":"/spec/schedulingGates"}]')" \
+    'The request is invalid: the server rejected our request due to an error in our request'
+expect "modern delete" "$(k delete pod gated plain)" 'pod "plain" deleted'
+expect "modern gone" "$(k get pods -o name)" '^$|No resources'
+run_python modern
+
+# ---------------------------------------------------------------- legacy (1.13)
+start_double legacy --initializer podimage.example.com=pods --post-timeout 2s --bookmark-interval 1s
+echo "legacy double on port $PORT"
+write_pod "$TMP/hidden.yaml" hidden legacy "" ""
+write_pod "$TMP/bypass.yaml" bypass legacy "" "  initializers:
+    pending: []"
+
+expect "legacy kubectl version" "$(k version -o json)" '"gitVersion": "v1.13.12"'
+expect "legacy create blocks then times out" "$(k create -f "$TMP/hidden.yaml" --validate=false)" \
+    'Timeout: request did not complete within allowed duration'
+expect "legacy uninitialized pod is hidden" "$(k get pod hidden)" 'pods "hidden" not found'
+refute "legacy raw list hides it" "$(k get --raw '/api/v1/pods')" '"name":"hidden"'
+expect "legacy raw list with includeUninitialized" \
+    "$(k get --raw '/api/v1/pods?includeUninitialized=true&labelSelector=app%3Dlegacy')" \
+    '"initializers":\{"pending":\[\{"name":"podimage.example.com"\}\]\}'
+refute "legacy raw list selector filters" \
+    "$(k get --raw '/api/v1/pods?includeUninitialized=true&labelSelector=app%3Dother')" '"name":"hidden"'
+
+timeout 12 "$KUBECTL" --kubeconfig "$KC" get --raw '/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=5' \
+    >"$TMP/legacy-raw-watch.txt" 2>&1 &
+rpid=$!
+timeout 12 "$KUBECTL" --kubeconfig "$KC" get pods -w --request-timeout=6s >"$TMP/legacy-watch.txt" 2>&1 &
+wpid=$!
+sleep 2
+# kubectl reads the object before patching it, and cannot see it while uninitialized.
+expect "legacy kubectl patch cannot see it" \
+    "$(k patch pod hidden --type=json -p '[{"op":"remove","path":"/metadata/initializers"}]')" 'not found'
+expect "legacy clearing patch (raw)" \
+    "$(curl -s -XPATCH -H 'Content-Type: application/json-patch+json' \
+        -d '[{"op":"remove","path":"/metadata/initializers"}]' \
+        "http://127.0.0.1:$PORT/api/v1/namespaces/default/pods/hidden")" '"name":"hidden"'
+wait "$rpid"
+wait "$wpid"
+expect "legacy raw watch sees ADDED at initialization" "$(cat "$TMP/legacy-raw-watch.txt")" '^\{"type":"ADDED","object":.*"name":"hidden"'
+refute "legacy raw watch saw nothing before" "$(cat "$TMP/legacy-raw-watch.txt")" 'podimage.example.com'
+expect "legacy kubectl watch sees it" "$(cat "$TMP/legacy-watch.txt")" '^hidden +0/1 +Pending'
+expect "legacy visible now" "$(k get pod hidden -o name)" '^pod/hidden$'
+expect "legacy initializers gone" "$(k get pod hidden -o jsonpath='{.metadata.initializers}'; echo '<end>')" '^<end>$'
+expect "legacy json patch" \
+    "$(k patch pod hidden --type=json -p '[{"op":"add","path":"/metadata/labels/patched","value":"yes"}]')" 'pod/hidden patched'
+expect "legacy list by label" "$(k get pods -l patched=yes -o name | tr '\n' ' ')" '^pod/hidden $'
+expect "legacy create with empty initializers bypasses" "$(k create -f "$TMP/bypass.yaml" --validate=false)" 'pod/bypass created'
+expect "legacy table" "$(k get pods)" '^bypass +0/1 +Pending '
+expect "legacy list" "$(k get pods -o name | sort | tr '\n' ' ')" '^pod/bypass pod/hidden $'
+expect "legacy delete" "$(k delete pod hidden bypass)" 'pod "bypass" deleted'
+run_python legacy
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
