@@ -277,10 +277,11 @@ impl Inner {
     }
 
     /// Makes every revision before now too old to watch from, and every continue
-    /// token issued so far too old to use.
+    /// token of an older revision too old to use. Like etcd's compaction, it spares the
+    /// current revision: a list started now can still be paged.
     pub fn expire(&mut self) {
         self.expired_through = self.rv;
-        self.continue_floor = self.rv + 1;
+        self.continue_floor = self.rv;
         self.log.clear();
     }
 

@@ -87,7 +87,9 @@ impl Watcher {
         }
         if self.shared.chance(faults.malformed_watch_probability) {
             self.send_raw(Ok(Bytes::from_static(
-                b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\n",
+                // A syntax error mid-line (a truncated object would read to a client as
+                // an incomplete line and be skipped silently).
+                b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":Pod}}\n",
             )))
             .await?;
         }
