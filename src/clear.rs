@@ -13,7 +13,7 @@ use kube::{
     Api, Client,
     api::{Patch, PatchParams},
 };
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
 use crate::{
@@ -340,9 +340,16 @@ impl Queue {
     }
 
     async fn work(self: Arc<Self>, key: String) {
-        let Ok(_permit) = self.permits.clone().acquire_owned().await else {
+        let Ok(permit) = self.permits.clone().acquire_owned().await else {
             return;
         };
+        // The clearing future is large (the client's request futures, the retries): boxed,
+        // it is allocated only once a permit is held, so objects waiting in a burst cost
+        // a small task each instead of a whole clearing each.
+        Box::pin(self.clear(key, permit)).await
+    }
+
+    async fn clear(self: Arc<Self>, key: String, _permit: OwnedSemaphorePermit) {
         let mut current = Arc::new(Held::default());
         loop {
             let shutdown = self.shutdown.clone();
