@@ -59,6 +59,7 @@ pub struct Clearer {
     pub dry_run: bool,
     pub node: String,
     pub metrics: Arc<Metrics>,
+    pub events: Arc<events::Sink>,
 }
 
 /// A failed attempt that may succeed later.
@@ -154,15 +155,7 @@ impl Clearer {
             names,
             &self.node,
         );
-        let client = self.client.clone();
-        let metrics = self.metrics.clone();
-        let key = obj.key();
-        tokio::spawn(async move {
-            if let Err(e) = events::publish(client, event).await {
-                metrics.event_failures.inc();
-                warn!(object = %key, error = %e, "cannot write the Event");
-            }
-        });
+        self.events.send(event, obj.key());
     }
 }
 
@@ -349,10 +342,14 @@ impl Queue {
         Box::pin(self.clear(key, permit)).await
     }
 
-    async fn clear(self: Arc<Self>, key: String, _permit: OwnedSemaphorePermit) {
+    async fn clear(self: Arc<Self>, key: String, permit: OwnedSemaphorePermit) {
         let mut current = Arc::new(Held::default());
+        // The permit bounds requests in flight, not objects being retried: it is given
+        // back while a retry waits, so one failing object does not hold up new ones.
+        let held = Arc::new(Mutex::new(Some(permit)));
         loop {
             let shutdown = self.shutdown.clone();
+            let (held_sleep, permits) = (held.clone(), self.permits.clone());
             let current_cell = Mutex::new(current.clone());
             let outcome = (|| async {
                 if self.shutdown.is_requested() {
@@ -369,11 +366,16 @@ impl Queue {
             })
             .retry(self.retry)
             .sleep(move |d| {
-                let shutdown = shutdown.clone();
+                let (shutdown, held, permits) =
+                    (shutdown.clone(), held_sleep.clone(), permits.clone());
                 async move {
+                    drop(held.lock().unwrap_or_else(|p| p.into_inner()).take());
                     tokio::select! {
                         _ = tokio::time::sleep(d) => {}
                         _ = shutdown.requested() => {}
+                    }
+                    if let Ok(p) = permits.acquire_owned().await {
+                        *held.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
                     }
                 }
             })

@@ -12,7 +12,18 @@ use kube::{
     api::{ApiResource, PostParams},
 };
 
-use crate::object::Held;
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use tokio::sync::{Notify, Semaphore};
+use tracing::warn;
+
+use crate::{metrics::Metrics, object::Held};
 
 pub const REPORTING_CONTROLLER: &str = "metainit";
 
@@ -92,4 +103,61 @@ pub fn node_name(flag: Option<&str>) -> String {
         })
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "unknown".into())
+}
+
+/// Writes Events in the background, a few at a time so that in a burst they trail the
+/// clearing instead of competing with it for the server, and lets the process wait for
+/// the ones still queued before it exits.
+pub struct Sink {
+    client: Client,
+    metrics: Arc<Metrics>,
+    permits: Arc<Semaphore>,
+    queued: AtomicUsize,
+    idle: Notify,
+}
+
+impl Sink {
+    pub fn new(client: Client, metrics: Arc<Metrics>, concurrency: usize) -> Arc<Sink> {
+        Arc::new(Sink {
+            client,
+            metrics,
+            permits: Arc::new(Semaphore::new(concurrency.max(1))),
+            queued: AtomicUsize::new(0),
+            idle: Notify::new(),
+        })
+    }
+
+    /// Queues an Event about `key`; a failure is logged and counted.
+    pub fn send(self: &Arc<Self>, event: Event, key: String) {
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        let sink = self.clone();
+        tokio::spawn(async move {
+            if let Ok(_permit) = sink.permits.clone().acquire_owned().await
+                && let Err(e) = publish(sink.client.clone(), event).await
+            {
+                sink.metrics.event_failures.inc();
+                warn!(object = %key, error = %e, "cannot write the Event");
+            }
+            if sink.queued.fetch_sub(1, Ordering::SeqCst) == 1 {
+                sink.idle.notify_waiters();
+            }
+        });
+    }
+
+    /// Waits until every queued Event is written (or failed), at most `limit`.
+    pub async fn drained(&self, limit: Duration) -> bool {
+        tokio::time::timeout(limit, async {
+            loop {
+                let idle = self.idle.notified();
+                tokio::pin!(idle);
+                idle.as_mut().enable();
+                if self.queued.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                idle.await;
+            }
+        })
+        .await
+        .is_ok()
+    }
 }

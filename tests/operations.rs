@@ -321,3 +321,30 @@ async fn a_second_signal_exits_at_once() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(status.code(), Some(130));
 }
+
+#[tokio::test]
+async fn once_waits_for_every_event() {
+    let bed = Bed::modern().await;
+    for i in 0..60 {
+        bed.double
+            .create(
+                "pods",
+                "default",
+                gated_pod(&format!("p{i:02}"), true, &[KUEUE]),
+            )
+            .unwrap();
+    }
+    // Slow Event writes would be cut off if --once exited without waiting for them.
+    bed.double.set_faults(Faults {
+        latency: Duration::from_millis(50),
+        ..Faults::default()
+    });
+    let mut m = bed.metainit(&["--once", "--concurrency", "4"]);
+    assert_eq!(m.wait(WAIT).await.code(), Some(0), "{:#?}", m.log());
+    assert!(m.out().contains("cleared 60,"), "{}", m.out());
+    assert_eq!(
+        bed.double.events().len(),
+        60,
+        "one Event per cleared pod, all written before exit"
+    );
+}
