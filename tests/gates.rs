@@ -198,22 +198,11 @@ async fn once_exits_0_when_all_clear_and_1_when_not() {
     assert!((0..5).all(|i| gates_of(&bed, &format!("p{i}")).is_empty()));
 
     // A user who may not patch pods.
-    let mut config = kube_double::Config::modern();
-    config.tokens = Some(
-        [(
-            "reader".to_string(),
-            vec![
-                "get pods".to_string(),
-                "list pods".into(),
-                "watch pods".into(),
-            ],
-        )]
-        .into(),
-    );
-    let bed = Bed::start(config).await;
-    bed.double
-        .write_kubeconfig(&bed.kubeconfig, Some("reader"))
-        .unwrap();
+    let bed = Bed::as_user(
+        kube_double::Config::modern(),
+        &["get pods", "list pods", "watch pods"],
+    )
+    .await;
     bed.double
         .create("pods", "default", gated_pod("p", true, &[KUEUE]))
         .unwrap();

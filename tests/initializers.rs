@@ -222,22 +222,11 @@ async fn once_exits_1_when_the_server_refuses() {
         resources: vec!["pods".into()],
     }];
     // This user may read pods but not initialize them.
-    config.tokens = Some(
-        [(
-            "reader".to_string(),
-            vec![
-                "get pods".to_string(),
-                "list pods".into(),
-                "watch pods".into(),
-                "patch pods".into(),
-            ],
-        )]
-        .into(),
-    );
-    let bed = Bed::start(config).await;
-    bed.double
-        .write_kubeconfig(&bed.kubeconfig, Some("reader"))
-        .unwrap();
+    let bed = Bed::as_user(
+        config,
+        &["get pods", "list pods", "watch pods", "patch pods"],
+    )
+    .await;
     bed.double
         .create("pods", "default", pod("p", true))
         .unwrap();

@@ -210,24 +210,12 @@ async fn events_are_written_for_cleared_objects() {
 
 #[tokio::test]
 async fn event_failures_never_block_a_clear() {
-    let mut config = kube_double::Config::modern();
     // May clear pods but not write events.
-    config.tokens = Some(
-        [(
-            "m".to_string(),
-            vec![
-                "get pods".to_string(),
-                "list pods".into(),
-                "watch pods".into(),
-                "patch pods".into(),
-            ],
-        )]
-        .into(),
-    );
-    let bed = Bed::start(config).await;
-    bed.double
-        .write_kubeconfig(&bed.kubeconfig, Some("m"))
-        .unwrap();
+    let bed = Bed::as_user(
+        kube_double::Config::modern(),
+        &["get pods", "list pods", "watch pods", "patch pods"],
+    )
+    .await;
     bed.double
         .create("pods", "default", gated_pod("p", true, &[KUEUE]))
         .unwrap();

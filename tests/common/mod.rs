@@ -57,6 +57,23 @@ impl Bed {
         Bed::start(Config::modern()).await
     }
 
+    /// A double that requires a token, and a kubeconfig for a user allowed only `perms`
+    /// (`"verb resource"` entries, as the double's token table takes them).
+    pub async fn as_user(mut config: Config, perms: &[&str]) -> Bed {
+        config.tokens = Some(
+            [(
+                "user".to_string(),
+                perms.iter().map(|p| p.to_string()).collect(),
+            )]
+            .into(),
+        );
+        let bed = Bed::start(config).await;
+        bed.double
+            .write_kubeconfig(&bed.kubeconfig, Some("user"))
+            .expect("kubeconfig written");
+        bed
+    }
+
     /// Runs metainit with the kubeconfig, an ephemeral admin port, and `args`.
     pub fn metainit(&self, args: &[&str]) -> Metainit {
         let mut all = vec![
