@@ -2,8 +2,6 @@
 //! set at creation that keeps a pod `SchedulingGated`. See NOTES §2: entries can only be
 //! removed, and a pod that is already clear, terminating or bound is left alone.
 
-use serde_json::Value;
-
 use crate::{
     blocker::{self, Decision, Leave},
     object::Held,
@@ -38,17 +36,10 @@ pub fn decide(pod: &Held, only: &[String]) -> Decision {
     Decision::Clear { names, patch }
 }
 
-/// Whether a decoded list holds anything (used by `status`).
-pub fn is_gated(gates: Option<&Value>) -> bool {
-    gates
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn pod(v: Value) -> Held {
         serde_json::from_value(v).unwrap()
