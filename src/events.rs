@@ -132,8 +132,10 @@ impl Sink {
         self.queued.fetch_add(1, Ordering::SeqCst);
         let sink = self.clone();
         tokio::spawn(async move {
+            // The request future is large: boxed, it is allocated only once a permit is
+            // held, so Events queued in a burst cost little more than the Event itself.
             if let Ok(_permit) = sink.permits.clone().acquire_owned().await
-                && let Err(e) = publish(sink.client.clone(), event).await
+                && let Err(e) = Box::pin(publish(sink.client.clone(), event)).await
             {
                 sink.metrics.event_failures.inc();
                 warn!(object = %key, error = %e, "cannot write the Event");
