@@ -57,19 +57,6 @@ fn meta_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
     m.as_object_mut()
 }
 
-fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|l| {
-            let b = l.as_bytes();
-            !b.is_empty()
-                && b[0].is_ascii_alphanumeric()
-                && b[b.len() - 1].is_ascii_alphanumeric()
-                && b.iter()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        })
-}
-
 const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
 /// Fields the client may not set or change, and the kind/apiVersion of the resource.
@@ -140,7 +127,7 @@ pub fn create(
             )],
         ));
     }
-    if !is_dns_subdomain(&name) {
+    if !crate::selectors::is_dns_subdomain(&name) {
         return Err(status::invalid(
             res,
             &name,

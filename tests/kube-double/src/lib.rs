@@ -127,23 +127,7 @@ impl Double {
 
     /// PUT semantics, with the same validation as the HTTP API.
     pub fn update(&self, resource: &str, namespace: &str, object: Value) -> Result<Value, Value> {
-        let res = self.resource(resource)?;
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        api::update(
-            self.shared(),
-            &res,
-            namespace,
-            &name,
-            object,
-            &Caller::everything(),
-            Subresource::Main,
-        )
-        .map(|o| (*o).clone())
-        .map_err(|e| e.status)
+        self.replace(resource, namespace, object, Subresource::Main)
     }
 
     /// Replaces only `status` (the `/status` subresource).
@@ -152,6 +136,16 @@ impl Double {
         resource: &str,
         namespace: &str,
         object: Value,
+    ) -> Result<Value, Value> {
+        self.replace(resource, namespace, object, Subresource::Status)
+    }
+
+    fn replace(
+        &self,
+        resource: &str,
+        namespace: &str,
+        object: Value,
+        sub: Subresource,
     ) -> Result<Value, Value> {
         let res = self.resource(resource)?;
         let name = object
@@ -166,7 +160,7 @@ impl Double {
             &name,
             object,
             &Caller::everything(),
-            Subresource::Status,
+            sub,
         )
         .map(|o| (*o).clone())
         .map_err(|e| e.status)
