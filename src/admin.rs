@@ -1,41 +1,79 @@
-//! The admin HTTP server: `/healthz` (the process is alive), `/readyz` (first list done,
-//! the API server answering, not shutting down) and `/metrics`.
+//! The admin HTTP server: `/healthz` (the process is alive), `/readyz` (every watched
+//! resource listed, its watch running and the server answering its LIST and WATCH, not
+//! shutting down) and `/metrics`.
 
 use std::{
     net::SocketAddr,
     sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
     },
 };
 
 use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
 use tokio::net::TcpListener;
 
-use crate::{Error, Result, connect::Reachability, metrics::Metrics};
+use crate::{Error, Result, client::Observer, metrics::Metrics};
 
-/// What `/readyz` reports.
-#[derive(Debug)]
+/// What `/readyz` reports. Only the watches count: a PATCH failing on one object (a
+/// broken webhook) is that object's problem, counted and retried, not the process's.
+#[derive(Debug, Default)]
 pub struct Health {
-    targets: usize,
-    synced: AtomicUsize,
-    reachable: AtomicBool,
+    watches: Mutex<Vec<WatchHealth>>,
     shutting_down: AtomicBool,
 }
 
+#[derive(Debug)]
+struct WatchHealth {
+    /// The collection path its LIST and WATCH use.
+    path: String,
+    name: String,
+    synced: bool,
+    /// The last failure, until the server answers again.
+    failed: Option<String>,
+}
+
 impl Health {
-    pub fn new(targets: usize) -> Self {
-        Health {
-            targets,
-            synced: AtomicUsize::new(0),
-            reachable: AtomicBool::new(false),
-            shutting_down: AtomicBool::new(false),
+    pub fn new() -> Self {
+        Health::default()
+    }
+
+    fn watches(&self) -> std::sync::MutexGuard<'_, Vec<WatchHealth>> {
+        self.watches.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a watched resource; returns its index.
+    pub fn add_watch(&self, name: &str, path: &str) -> usize {
+        let mut w = self.watches();
+        w.push(WatchHealth {
+            path: path.to_string(),
+            name: name.to_string(),
+            synced: false,
+            failed: None,
+        });
+        w.len() - 1
+    }
+
+    /// A watch's list is done.
+    pub fn synced(&self, index: usize) {
+        if let Some(w) = self.watches().get_mut(index) {
+            w.synced = true;
+            w.failed = None;
         }
     }
 
-    /// One watched resource finished its first list.
-    pub fn synced_one(&self) {
-        self.synced.fetch_add(1, Ordering::SeqCst);
+    /// A watch delivered an event: it runs.
+    pub fn watch_ok(&self, index: usize) {
+        if let Some(w) = self.watches().get_mut(index) {
+            w.failed = None;
+        }
+    }
+
+    /// A watch failed, and why.
+    pub fn watch_failed(&self, index: usize, why: String) {
+        if let Some(w) = self.watches().get_mut(index) {
+            w.failed = Some(why);
+        }
     }
 
     pub fn shutting_down(&self) {
@@ -43,22 +81,33 @@ impl Health {
     }
 
     /// Why the process is not ready, or `None` when it is.
-    pub fn not_ready(&self) -> Option<&'static str> {
+    pub fn not_ready(&self) -> Option<String> {
         if self.shutting_down.load(Ordering::SeqCst) {
-            Some("shutting down")
-        } else if !self.reachable.load(Ordering::SeqCst) {
-            Some("API server not reachable")
-        } else if self.synced.load(Ordering::SeqCst) < self.targets {
-            Some("first list not done")
-        } else {
-            None
+            return Some("shutting down".into());
         }
+        let watches = self.watches();
+        if watches.is_empty() {
+            return Some("not watching yet".into());
+        }
+        let why: Vec<String> = watches
+            .iter()
+            .filter_map(|w| match (&w.failed, w.synced) {
+                (Some(f), _) => Some(format!("watch of {} failed: {f}", w.name)),
+                (None, false) => Some(format!("first list of {} not done", w.name)),
+                (None, true) => None,
+            })
+            .collect();
+        (!why.is_empty()).then(|| why.join("; "))
     }
 }
 
-impl Reachability for Health {
-    fn observed(&self, reachable: bool) {
-        self.reachable.store(reachable, Ordering::SeqCst);
+impl Observer for Health {
+    fn answered(&self, path: &str) {
+        for w in self.watches().iter_mut() {
+            if w.path == path {
+                w.failed = None;
+            }
+        }
     }
 }
 
@@ -112,18 +161,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn readiness() {
-        let h = Health::new(2);
-        assert_eq!(h.not_ready(), Some("API server not reachable"));
-        h.observed(true);
-        assert_eq!(h.not_ready(), Some("first list not done"));
-        h.synced_one();
-        h.synced_one();
+    fn readiness_follows_the_watches_only() {
+        let h = Health::new();
+        assert_eq!(h.not_ready().as_deref(), Some("not watching yet"));
+        let pods = h.add_watch("pods", "/api/v1/pods");
+        let deps = h.add_watch("deployments.apps", "/apis/apps/v1/deployments");
+        assert_eq!(
+            h.not_ready().as_deref(),
+            Some("first list of pods not done; first list of deployments.apps not done")
+        );
+        h.synced(pods);
+        h.synced(deps);
         assert_eq!(h.not_ready(), None);
-        h.observed(false);
-        assert!(h.not_ready().is_some());
-        h.observed(true);
+        h.watch_failed(pods, "list failed: 403 Forbidden: no".into());
+        assert_eq!(
+            h.not_ready().as_deref(),
+            Some("watch of pods failed: list failed: 403 Forbidden: no")
+        );
+        h.answered("/api/v1/namespaces/default/pods/p");
+        assert!(
+            h.not_ready().is_some(),
+            "a GET of one object is not the watch"
+        );
+        h.answered("/api/v1/pods");
+        assert_eq!(h.not_ready(), None);
         h.shutting_down();
-        assert_eq!(h.not_ready(), Some("shutting down"));
+        assert_eq!(h.not_ready().as_deref(), Some("shutting down"));
     }
 }

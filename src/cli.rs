@@ -65,9 +65,15 @@ pub struct Common {
     #[arg(long, env = "METAINIT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// How long `--once` and `status` wait for an unreachable API server before giving up.
+    /// The budget of `--once` and `status`: how long they wait for an unreachable API
+    /// server, and how long `--once` may retry objects it cannot clear yet.
     #[arg(long, env = "METAINIT_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub timeout: Duration,
+
+    /// How long one API request (watches excepted) may wait for its answer; a request
+    /// not answered in time is retried like any transient failure. `0`: no limit.
+    #[arg(long, env = "METAINIT_REQUEST_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_request_timeout)]
+    pub request_timeout: Duration,
 }
 
 /// Flags of the watcher (the default command).
@@ -114,6 +120,11 @@ pub struct RunArgs {
     /// On SIGTERM, how long in-flight patches may take to finish.
     #[arg(long, env = "METAINIT_SHUTDOWN_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
+
+    /// How often the labelled objects are listed again in full, whatever the watch says:
+    /// bounds any blindness (a watch silent after an etcd restore). At least 1s.
+    #[arg(long, env = "METAINIT_RESYNC_PERIOD", value_name = "DURATION", default_value = "5m", value_parser = parse_resync_period)]
+    pub resync_period: Duration,
 
     /// Check every flag and the kubeconfig file, print "configuration OK" and exit; contacts no server.
     #[arg(long)]
@@ -253,6 +264,21 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     validation::duration(s)
 }
 
+fn parse_request_timeout(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    validation::duration(s)
+}
+
+fn parse_resync_period(s: &str) -> Result<Duration, String> {
+    let d = validation::duration(s)?;
+    if d < Duration::from_secs(1) {
+        return Err("the resync period must be at least 1s".into());
+    }
+    Ok(d)
+}
+
 impl RunArgs {
     /// The label key from `--label-key`, the positional argument, or the default.
     pub fn label_key(&self) -> Result<String> {
@@ -263,6 +289,16 @@ impl RunArgs {
             (Some(k), _) | (None, Some(k)) => Ok(k.clone()),
             (None, None) => Ok(DEFAULT_LABEL_KEY.to_string()),
         }
+    }
+
+    /// Checks every rule that needs no server.
+    pub fn check(&self) -> Result<()> {
+        self.label_key()?;
+        let resources = self.resources()?;
+        if self.common.mode == ModeArg::SchedulingGates {
+            gates_need_pods(&resources)?;
+        }
+        Ok(())
     }
 
     /// The resources to watch, `pods` when none is named; duplicates are an error.
@@ -276,6 +312,16 @@ impl RunArgs {
             }
         }
         Ok(self.resources.clone())
+    }
+}
+
+/// In scheduling-gates mode the only resource is pods.
+pub fn gates_need_pods(resources: &[ResourceSpec]) -> Result<()> {
+    match resources.iter().find(|r| !r.is_pods()) {
+        Some(r) => Err(Error::Config(format!(
+            "--resource {r}: scheduling gates exist only on pods; in scheduling-gates mode the resource must be pods"
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -303,6 +349,12 @@ mod tests {
         assert_eq!(cli.run.resources().unwrap(), vec![ResourceSpec::pods()]);
         assert_eq!(cli.run.common.mode, ModeArg::Auto);
         assert_eq!(cli.run.admin_addr.to_string(), DEFAULT_ADMIN_ADDR);
+        assert_eq!(cli.run.common.request_timeout, Duration::from_secs(30));
+        assert_eq!(cli.run.resync_period, Duration::from_secs(300));
+        let cli = parse(&["--request-timeout", "0", "--resync-period", "2s"]).unwrap();
+        assert_eq!(cli.run.common.request_timeout, Duration::ZERO);
+        assert_eq!(cli.run.resync_period, Duration::from_secs(2));
+        assert!(parse(&["--resync-period", "500ms"]).is_err());
     }
 
     #[test]

@@ -20,10 +20,15 @@ use std::{
     time::Duration,
 };
 
+use backon::{ExponentialBuilder, Retryable};
 use tokio::sync::{Notify, Semaphore};
-use tracing::warn;
+use tracing::{debug, warn};
 
-use crate::{metrics::Metrics, object::Held};
+use crate::{
+    failure::{Class, Failure, retry_after},
+    metrics::Metrics,
+    object::Held,
+};
 
 pub const REPORTING_CONTROLLER: &str = "metainit";
 
@@ -105,9 +110,13 @@ pub fn node_name(flag: Option<&str>) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// At most this many Events wait to be written; more are dropped, and counted.
+pub const QUEUE_LIMIT: usize = 1024;
+
 /// Writes Events in the background, a few at a time so that in a burst they trail the
-/// clearing instead of competing with it for the server, and lets the process wait for
-/// the ones still queued before it exits.
+/// clearing instead of competing with it for the server; retries a transient failure a
+/// few times with backoff; bounds what waits; and lets the process wait for the ones
+/// still queued before it exits.
 pub struct Sink {
     client: Client,
     metrics: Arc<Metrics>,
@@ -127,23 +136,59 @@ impl Sink {
         })
     }
 
-    /// Queues an Event about `key`; a failure is logged and counted.
+    /// Queues an Event about `key`; a failure is logged and counted, an Event that
+    /// finds the queue full is dropped and counted.
     pub fn send(self: &Arc<Self>, event: Event, key: String) {
-        self.queued.fetch_add(1, Ordering::SeqCst);
+        if self.queued.fetch_add(1, Ordering::SeqCst) >= QUEUE_LIMIT {
+            self.done();
+            self.metrics.events_dropped.inc();
+            debug!(object = %key, "Event queue full; Event dropped");
+            return;
+        }
         let sink = self.clone();
         tokio::spawn(async move {
-            // The request future is large: boxed, it is allocated only once a permit is
-            // held, so Events queued in a burst cost little more than the Event itself.
-            if let Ok(_permit) = sink.permits.clone().acquire_owned().await
-                && let Err(e) = Box::pin(publish(sink.client.clone(), event)).await
-            {
+            let attempt = || async {
+                // The request future is large: boxed, it is allocated only once a permit
+                // is held, so Events queued in a burst cost little more than the Event.
+                let Ok(_permit) = sink.permits.acquire().await else {
+                    return Ok(());
+                };
+                Box::pin(publish(sink.client.clone(), event.clone()))
+                    .await
+                    .map_err(Failure::from)
+            };
+            let retry = ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(200))
+                .with_max_delay(Duration::from_secs(5))
+                .with_max_times(3)
+                .with_jitter();
+            let result = attempt
+                .retry(retry)
+                .when(|f: &Failure| {
+                    matches!(
+                        f.class,
+                        Class::ServerError | Class::Throttled | Class::Timeout | Class::Unreachable
+                    )
+                })
+                .adjust(|f: &Failure, wait| Some(wait?.max(retry_after(&f.error))))
+                .await;
+            if let Err(f) = result {
                 sink.metrics.event_failures.inc();
-                warn!(object = %key, error = %e, "cannot write the Event");
+                warn!(object = %key, error = %f, "cannot write the Event");
             }
-            if sink.queued.fetch_sub(1, Ordering::SeqCst) == 1 {
-                sink.idle.notify_waiters();
-            }
+            sink.done();
         });
+    }
+
+    fn done(&self) {
+        if self.queued.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// How many Events wait to be written.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::SeqCst)
     }
 
     /// Waits until every queued Event is written (or failed), at most `limit`.

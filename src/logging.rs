@@ -6,7 +6,8 @@ use crate::cli::LogFormat;
 
 /// `info`, without kube's own error line for each failed request: metainit logs every
 /// failure itself, with what it does about it.
-pub const DEFAULT_FILTER: &str = "info,kube_client::client::builder=off";
+pub const DEFAULT_FILTER: &str =
+    "info,kube_client::client::builder=off,kube_runtime::watcher=error";
 
 pub fn init(format: LogFormat) {
     let filter =

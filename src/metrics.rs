@@ -30,7 +30,13 @@ pub struct Metrics {
     pub pending: Gauge,
     pub clear_latency: Histogram,
     pub event_failures: Counter,
+    pub events_dropped: Counter,
+    /// Counts the objects pending now, from the stores, when scraped.
+    pending_sources: std::sync::Mutex<Vec<PendingSource>>,
 }
+
+/// Counts pending objects in one store.
+pub type PendingSource = Box<dyn Fn() -> usize + Send + Sync>;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -44,6 +50,7 @@ impl Default for Metrics {
             prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 17),
         );
         let event_failures = Counter::default();
+        let events_dropped = Counter::default();
         registry.register(
             "objects_cleared",
             "Objects whose initializers or gates were cleared",
@@ -61,7 +68,7 @@ impl Default for Metrics {
         );
         registry.register(
             "objects_pending",
-            "Labelled objects seen pending and not cleared yet",
+            "Labelled objects held back now, as last seen",
             pending.clone(),
         );
         registry.register(
@@ -73,6 +80,11 @@ impl Default for Metrics {
             "event_failures",
             "Events that could not be written",
             event_failures.clone(),
+        );
+        registry.register(
+            "events_dropped",
+            "Events dropped because too many were waiting to be written",
+            events_dropped.clone(),
         );
         registry.register(
             "build",
@@ -87,6 +99,8 @@ impl Default for Metrics {
             pending,
             clear_latency,
             event_failures,
+            events_dropped,
+            pending_sources: std::sync::Mutex::default(),
         }
     }
 }
@@ -117,8 +131,25 @@ impl Metrics {
             .inc();
     }
 
+    /// Adds a count of pending objects to `metainit_objects_pending`.
+    pub fn pending_from(&self, source: PendingSource) {
+        self.pending_sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(source);
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
+        let sources = self
+            .pending_sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if !sources.is_empty() {
+            let n: usize = sources.iter().map(|count| count()).sum();
+            self.pending.set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        drop(sources);
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);

@@ -69,9 +69,17 @@ impl Held {
 
     /// Drops what metainit never reads, so objects kept in memory stay small.
     pub fn slim(mut self) -> Self {
+        self.slim_in_place();
+        self
+    }
+
+    pub fn slim_in_place(&mut self) {
         self.metadata.meta.managed_fields = None;
         self.metadata.meta.annotations = None;
-        self
+    }
+
+    pub fn uid(&self) -> Option<&str> {
+        self.metadata.meta.uid.as_deref()
     }
 }
 

@@ -9,7 +9,7 @@ use std::{
 
 use k8s_openapi::jiff::Timestamp;
 use kube::{
-    Api, Client,
+    Client,
     api::{ApiResource, ListParams},
 };
 use serde::Serialize;
@@ -18,7 +18,7 @@ use crate::{
     Error, Result,
     blocker::Mode,
     cli::{Output, StatusArgs},
-    connect::{self, Target},
+    discovery::{self, Target},
     object::Held,
 };
 
@@ -71,15 +71,14 @@ pub async fn run(args: StatusArgs) -> Result<ExitCode> {
 async fn report(args: &StatusArgs) -> Result<Report> {
     let common = &args.common;
     let label_key = common.label_key();
-    let config = connect::load_config(common).await?;
-    let url = config.cluster_url.to_string();
+    let conn = crate::setup::connect(common, None).await?;
+    let (client, url) = (conn.client, conn.url);
     let deadline = Some(common.timeout);
-    let probe = connect::client(config.clone(), None, None)?;
-    let mode = connect::choose_mode(&probe, &url, common.mode, deadline).await?;
-    let client = connect::client(config, Some(mode), None)?;
+    let mode = discovery::choose_mode(&client, &url, common.mode, deadline).await?;
+    conn.legacy.set(mode == Mode::Initializers);
     let targets = match mode {
         Mode::SchedulingGates => vec![
-            connect::resolve(&client, &url, &crate::cli::ResourceSpec::pods(), deadline).await?,
+            discovery::resolve(&client, &url, &crate::cli::ResourceSpec::pods(), deadline).await?,
         ],
         Mode::Initializers => every_listable_resource(&client, &url, deadline).await?,
     };
@@ -165,13 +164,13 @@ async fn every_listable_resource(
     deadline: Option<Duration>,
 ) -> Result<Vec<Target>> {
     let mut lists = Vec::new();
-    let core = connect::with_retries("discovery", url, deadline, || {
+    let core = discovery::with_retries("discovery", url, deadline, || {
         client.list_core_api_resources("v1")
     })
     .await?;
     lists.push(("v1".to_string(), core));
     let groups =
-        connect::with_retries("discovery", url, deadline, || client.list_api_groups()).await?;
+        discovery::with_retries("discovery", url, deadline, || client.list_api_groups()).await?;
     for g in groups.groups {
         let Some(gv) = g
             .preferred_version
@@ -180,7 +179,7 @@ async fn every_listable_resource(
             continue;
         };
         let gv = gv.group_version;
-        let list = connect::with_retries("discovery", url, deadline, || {
+        let list = discovery::with_retries("discovery", url, deadline, || {
             client.list_api_group_resources(&gv)
         })
         .await?;
@@ -223,15 +222,14 @@ async fn list_all(
     url: &str,
     deadline: Option<Duration>,
 ) -> Result<Vec<Held>> {
-    let api: Api<Held> = match namespace {
-        Some(ns) if target.namespaced => Api::namespaced_with(client.clone(), ns, &target.resource),
-        Some(_) => return Ok(Vec::new()),
-        None => Api::all_with(client.clone(), &target.resource),
-    };
+    if namespace.is_some() && !target.namespaced {
+        return Ok(Vec::new());
+    }
+    let api = target.api(client, namespace);
     let mut params = ListParams::default().limit(500);
     let mut out = Vec::new();
     loop {
-        let page = connect::with_retries("LIST", url, deadline, || api.list(&params)).await?;
+        let page = discovery::with_retries("LIST", url, deadline, || api.list(&params)).await?;
         out.extend(page.items.into_iter().map(Held::slim));
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),

@@ -1,36 +1,43 @@
-//! The watch loop, the same for both modes: LIST and WATCH the labelled objects of one
-//! resource (selection on the server, by label key), with kube-runtime's watcher, which
-//! pages the list, resumes from the last resourceVersion, relists on 410 Gone and, with
-//! its default backoff, retries a failing server with jittered exponential delays.
-//! Every object it sees goes to the clearing queue.
+//! The watch of one resource, the same for both modes: kube-runtime's watcher on the
+//! labelled objects (selection on the server, by label key), which pages the list,
+//! resumes from the last resourceVersion, relists on a 410 event and backs off a failing
+//! server (0.8 s to 30 s, jittered). Around it, what a real cluster needs besides:
+//!
+//! - a full relist every `--resync-period`, which bounds any blindness (a watch resumed
+//!   from a version the server has not reached since an etcd restore is accepted and
+//!   silent until the revision passes it); before it, a one-item LIST reads the
+//!   server's revision, and a revision lower than one already seen is said out loud;
+//! - a relist when a watch start is answered with an HTTP 410 or 504, which the watcher
+//!   alone would retry from the same version for ever;
+//! - `/readyz` and the restart metric, fed with the real reason of every failure.
+//!
+//! Objects go into the reflector's store (slimmed), and every applied one is yielded as
+//! a trigger for the Controller.
 
-use std::{collections::HashSet, sync::Arc};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt, stream::BoxStream};
 use kube::{
     Api,
     api::ListParams,
-    runtime::{WatchStreamExt, watcher},
+    runtime::{WatchStreamExt, reflector::store::Writer, watcher},
 };
 use tracing::{info, warn};
 
-use crate::{
-    Result,
-    admin::Health,
-    clear::{Clearer, Queue},
-    metrics::Metrics,
-    object::Held,
-    shutdown::Shutdown,
-};
+use crate::{admin::Health, failure::describe, metrics::Metrics, object::Held};
 
-/// The API of the watched objects: in one namespace or all.
-pub fn api(clearer: &Clearer, namespace: Option<&str>) -> Api<Held> {
-    match namespace {
-        Some(ns) if clearer.target.namespaced => {
-            Api::namespaced_with(clearer.client.clone(), ns, &clearer.target.resource)
-        }
-        _ => Api::all_with(clearer.client.clone(), &clearer.target.resource),
-    }
+/// One watched resource.
+pub struct Watch {
+    pub api: Api<Held>,
+    pub label_key: String,
+    /// How the user named the resource, for logs.
+    pub resource: String,
+    pub resync: Duration,
+    pub health: Arc<Health>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Why the watch restarted, for the metric.
@@ -45,98 +52,178 @@ fn cause(e: &watcher::Error) -> &'static str {
     }
 }
 
-/// Watches until shutdown.
-pub async fn run(
-    queue: Arc<Queue>,
-    api: Api<Held>,
-    label_key: &str,
-    resource: &str,
-    health: Arc<Health>,
-    metrics: Arc<Metrics>,
-    shutdown: Shutdown,
-) {
-    let config = watcher::Config::default().labels(label_key);
-    let stream = watcher(api, config).default_backoff();
-    let mut stream = std::pin::pin!(stream);
-    let mut synced = false;
-    let mut listed: Option<HashSet<String>> = None;
-    loop {
-        let event = tokio::select! {
-            biased;
-            _ = shutdown.requested() => return,
-            event = stream.next() => event,
-        };
-        let Some(event) = event else { return };
-        match event {
-            Ok(watcher::Event::Init) => listed = Some(HashSet::new()),
-            Ok(watcher::Event::InitApply(obj)) => {
-                if let Some(l) = listed.as_mut() {
-                    l.insert(obj.key());
-                }
-                queue.offer(obj.slim());
-            }
-            Ok(watcher::Event::Apply(obj)) => queue.offer(obj.slim()),
-            Ok(watcher::Event::Delete(obj)) => queue.forget(&obj),
-            Ok(watcher::Event::InitDone) => {
-                if let Some(l) = listed.take() {
-                    queue.retain(&l);
-                    info!(resource, labelled = l.len(), label_key, "listed; watching");
-                }
-                if !synced {
-                    synced = true;
-                    health.synced_one();
-                }
-            }
-            Err(e) => {
-                let cause = cause(&e);
-                metrics.watch_restart(cause);
-                if cause == "expired" {
-                    info!(resource, "resource version expired; listing again");
-                } else {
-                    warn!(resource, error = %e, "watch failed; retrying with backoff");
-                }
-            }
+/// The failure in words, with what to do about a 401 or 403.
+fn reason(e: &watcher::Error) -> String {
+    let (what, status) = match e {
+        watcher::Error::InitialListFailed(e) => ("list failed", describe(e)),
+        watcher::Error::WatchStartFailed(e) => ("watch start failed", describe(e)),
+        watcher::Error::WatchFailed(e) => ("watch stream failed", describe(e)),
+        watcher::Error::WatchError(s) => (
+            "watch error",
+            format!("{} {}: {}", s.code, s.reason, s.message),
+        ),
+        watcher::Error::NoResourceVersion => {
+            ("no resourceVersion", "the server sent none".to_string())
         }
+    };
+    let hint = match status.split(' ').next() {
+        Some("403") => format!("; {}", crate::failure::RBAC_HINT),
+        Some("401") => "; the API server does not accept the kubeconfig's credentials".into(),
+        _ => String::new(),
+    };
+    format!("{what}: {status}{hint}")
+}
+
+/// A watch start the watcher would retry from the same version, but which needs a relist.
+fn needs_relist(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 410 || s.code == 504)
+}
+
+struct State {
+    watch: Watch,
+    index: usize,
+    writer: Writer<Held>,
+    inner: BoxStream<'static, watcher::Result<watcher::Event<Held>>>,
+    next_resync: tokio::time::Instant,
+    /// The highest resourceVersion seen, to notice the server's going backwards.
+    highest: u64,
+    listed: usize,
+    /// Since when, and how many times, the watch has been failing.
+    failing: Option<(Instant, u32)>,
+}
+
+impl Watch {
+    /// The triggers for the Controller; the store behind `writer` is kept up to date.
+    /// The stream never ends and never yields an error: failures are handled here.
+    pub fn stream(
+        self,
+        writer: Writer<Held>,
+    ) -> impl Stream<Item = Result<Held, watcher::Error>> + Send + 'static {
+        let index = self
+            .health
+            .add_watch(&self.resource, self.api.resource_url());
+        let state = State {
+            inner: start(&self),
+            next_resync: tokio::time::Instant::now() + self.resync,
+            watch: self,
+            index,
+            writer,
+            highest: 0,
+            listed: 0,
+            failing: None,
+        };
+        futures::stream::unfold(state, |mut st| async move {
+            let obj = st.next().await;
+            Some((Ok(obj), st))
+        })
     }
 }
 
-/// `--once`: lists the labelled objects (paginated), offers each to the queue, and
-/// waits until every one has been dealt with.
-pub async fn once(
-    queue: &Arc<Queue>,
-    api: &Api<Held>,
-    label_key: &str,
-    url: &str,
-    timeout: std::time::Duration,
-) -> Result<()> {
-    let first = ListParams::default().labels(label_key).limit(500);
-    let mut params = first.clone();
-    let mut restarts = 0;
-    loop {
-        let page =
-            match crate::connect::with_retries("LIST", url, Some(timeout), || api.list(&params))
-                .await
-            {
-                Ok(page) => page,
-                // The continue token expired (410): list again from the start; offering an
-                // object twice is harmless.
-                Err(crate::Error::Kube(kube::Error::Api(s))) if s.code == 410 && restarts < 5 => {
-                    restarts += 1;
-                    info!("list continue token expired; listing again");
-                    params = first.clone();
+fn start(w: &Watch) -> BoxStream<'static, watcher::Result<watcher::Event<Held>>> {
+    let config = watcher::Config::default().labels(&w.label_key);
+    watcher(w.api.clone(), config).default_backoff().boxed()
+}
+
+fn version(obj: &Held) -> u64 {
+    obj.metadata
+        .meta
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+impl State {
+    async fn next(&mut self) -> Held {
+        loop {
+            let event = tokio::select! {
+                event = self.inner.next() => event,
+                _ = tokio::time::sleep_until(self.next_resync) => {
+                    self.resync().await;
                     continue;
                 }
-                Err(e) => return Err(e),
             };
-        for obj in page.items {
-            queue.offer(obj.slim());
-        }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => break,
+            match event {
+                Some(Ok(event)) => {
+                    if let Some(obj) = self.apply(event.modify(Held::slim_in_place)) {
+                        return obj;
+                    }
+                }
+                Some(Err(e)) => self.failed(e),
+                None => self.inner = start(&self.watch),
+            }
         }
     }
-    // Each object's retries are bounded, so this ends; the limit is a backstop.
-    queue.drained(std::time::Duration::from_secs(3600)).await;
-    Ok(())
+
+    fn apply(&mut self, event: watcher::Event<Held>) -> Option<Held> {
+        let w = &self.watch;
+        // `Init` comes before the list is even asked for: it proves nothing.
+        if !matches!(event, watcher::Event::Init) {
+            if let Some((since, attempts)) = self.failing.take() {
+                info!(resource = %w.resource, after = ?since.elapsed(), attempts, "watch recovered");
+            }
+            w.health.watch_ok(self.index);
+        }
+        self.writer.apply_watcher_event(&event);
+        match event {
+            watcher::Event::Init => {
+                self.listed = 0;
+                None
+            }
+            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => {
+                self.listed += 1;
+                self.highest = self.highest.max(version(&obj));
+                Some(obj)
+            }
+            watcher::Event::Delete(obj) => {
+                self.highest = self.highest.max(version(&obj));
+                None
+            }
+            watcher::Event::InitDone => {
+                info!(resource = %w.resource, labelled = self.listed, label_key = %w.label_key, "listed; watching");
+                w.health.synced(self.index);
+                None
+            }
+        }
+    }
+
+    fn failed(&mut self, e: watcher::Error) {
+        let w = &self.watch;
+        let cause = cause(&e);
+        w.metrics.watch_restart(cause);
+        let why = reason(&e);
+        let (_, attempts) = self.failing.get_or_insert((Instant::now(), 0));
+        *attempts += 1;
+        if cause == "expired" {
+            info!(resource = %w.resource, "resource version expired; listing again");
+            return;
+        }
+        w.health.watch_failed(self.index, why.clone());
+        warn!(resource = %w.resource, error = %why, "watch failed; retrying with backoff");
+        if needs_relist(&e) {
+            self.inner = start(&self.watch);
+        }
+    }
+
+    /// Reads the server's revision, then lists everything again.
+    async fn resync(&mut self) {
+        let w = &self.watch;
+        self.next_resync = tokio::time::Instant::now() + w.resync;
+        let probe = ListParams::default().labels(&w.label_key).limit(1);
+        if let Ok(list) = w.api.list(&probe).await
+            && let Some(now) = list
+                .metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+        {
+            if now < self.highest {
+                warn!(resource = %w.resource, from = self.highest, to = now,
+                      "the server's revision went backwards: etcd restored from a snapshot? listing everything again");
+                w.metrics.watch_restart("revision_backwards");
+            }
+            self.highest = now;
+        }
+        self.inner = start(&self.watch);
+    }
 }

@@ -68,10 +68,23 @@ async fn labelled_gated_pods_are_cleared_unlabelled_never_touched() {
         .find(|r| r.method == "PATCH")
         .unwrap();
     let body: serde_json::Value = serde_json::from_str(&patch.body).unwrap();
-    assert_eq!(body[0]["op"], "test");
+    let ops = body.as_array().unwrap();
+    let tested: Vec<&str> = ops
+        .iter()
+        .filter(|op| op["op"] == "test")
+        .filter_map(|op| op["path"].as_str())
+        .collect();
     assert_eq!(
-        body[1],
-        json!({"op": "remove", "path": "/spec/schedulingGates"})
+        tested,
+        [
+            "/metadata/uid",
+            "/metadata/labels/k8s.opsani.io~1initializer",
+            "/spec/schedulingGates"
+        ]
+    );
+    assert_eq!(
+        ops.last().unwrap(),
+        &json!({"op": "remove", "path": "/spec/schedulingGates"})
     );
     for r in bed
         .double
@@ -206,10 +219,19 @@ async fn once_exits_0_when_all_clear_and_1_when_not() {
     bed.double
         .create("pods", "default", gated_pod("p", true, &[KUEUE]))
         .unwrap();
-    let mut m = bed.metainit(&["--once"]);
+    // Retried within the --timeout budget, then exit 1 naming the object and the error.
+    let mut m = bed.metainit(&["--once", "--timeout", "2s"]);
     assert_eq!(m.wait(WAIT).await.code(), Some(1), "{:#?}", m.log());
     assert!(m.out().contains("failed 1"), "{}", m.out());
     assert_eq!(gates_of(&bed, "p"), [KUEUE]);
+    let last = m.log().into_iter().find(|l| l.contains("could not clear"));
+    let last = last.unwrap_or_else(|| panic!("no 'could not clear' line: {:#?}", m.log()));
+    assert!(
+        last.contains("default/p")
+            && last.contains("403 Forbidden")
+            && last.contains("manifests/rbac.yaml"),
+        "{last}"
+    );
 }
 
 #[tokio::test]

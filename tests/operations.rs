@@ -237,7 +237,13 @@ async fn event_failures_never_block_a_clear() {
         assert!(start.elapsed() < WAIT, "event failure not counted: {text}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(m.log().iter().any(|l| l.contains("cannot write the Event")));
+    // The metric is counted before the line is logged: wait for the line too.
+    eventually("the Event failure logged", WAIT, || {
+        m.log()
+            .iter()
+            .any(|l| l.contains("cannot write the Event") && l.contains("403 Forbidden"))
+    })
+    .await;
     assert!(m.stop().await.success());
 }
 

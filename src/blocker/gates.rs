@@ -2,10 +2,8 @@
 //! set at creation that keeps a pod `SchedulingGated`. See NOTES §2: entries can only be
 //! removed, and a pod that is already clear, terminating or bound is left alone.
 
-use crate::{
-    blocker::{self, Decision, Leave},
-    object::Held,
-};
+use super::decision::{self, Decision, Leave};
+use crate::object::Held;
 
 pub fn decide(pod: &Held, only: &[String]) -> Decision {
     let spec = pod.spec.as_ref();
@@ -22,11 +20,11 @@ pub fn decide(pod: &Held, only: &[String]) -> Decision {
     if spec.is_some_and(|s| s.node_name.as_deref().is_some_and(|n| !n.is_empty())) {
         return Decision::Leave(Leave::Bound);
     }
-    let (names, kept) = blocker::split(gates, only);
+    let (names, kept) = decision::split(gates, only);
     if names.is_empty() {
-        return Decision::Leave(Leave::NotSelected(blocker::names(Some(seen))));
+        return Decision::Leave(Leave::NotSelected(decision::names(Some(seen))));
     }
-    let patch = blocker::clearing_patch(
+    let patch = decision::clearing_patch(
         "/spec/schedulingGates",
         seen,
         "/spec/schedulingGates",

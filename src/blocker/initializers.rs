@@ -5,11 +5,11 @@
 
 use serde_json::Value;
 
-use crate::blocker::{self, Decision, Leave};
+use super::decision::{self, Decision, Leave};
 
 /// The pending initializer names.
 pub fn pending_names(initializers: Option<&Value>) -> Vec<String> {
-    blocker::names(initializers.and_then(|i| i.get("pending")))
+    decision::names(initializers.and_then(|i| i.get("pending")))
 }
 
 pub fn decide(initializers: Option<&Value>, only: &[String]) -> Decision {
@@ -27,11 +27,11 @@ pub fn decide(initializers: Option<&Value>, only: &[String]) -> Decision {
     if pending.is_empty() {
         return Decision::Leave(Leave::NotPending);
     }
-    let (names, kept) = blocker::split(pending, only);
+    let (names, kept) = decision::split(pending, only);
     if names.is_empty() {
         return Decision::Leave(Leave::NotSelected(pending_names(Some(init))));
     }
-    let patch = blocker::clearing_patch(
+    let patch = decision::clearing_patch(
         "/metadata/initializers",
         init,
         "/metadata/initializers",

@@ -1,60 +1,7 @@
-//! The two mechanisms that hold objects back, behind one enum: what counts as pending,
-//! and which JSON patch clears it. The watch loop, the clearing and `status` only talk
-//! to this module; `initializers` and `gates` hold the rules of each.
+//! What the two mechanisms share: the decision about one object, and the guarded JSON
+//! patch that removes entries from a `[{name: ...}]` list.
 
 use serde_json::{Value, json};
-
-use crate::{gates, initializers, object::Held};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// `metadata.initializers.pending`, Kubernetes 1.7 to 1.13.
-    Initializers,
-    /// `spec.schedulingGates`, Kubernetes 1.26 and later.
-    SchedulingGates,
-}
-
-impl Mode {
-    /// The label used in metrics and logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Initializers => "initializers",
-            Mode::SchedulingGates => "scheduling-gates",
-        }
-    }
-
-    /// The reason of the Event written on a cleared object.
-    pub fn event_reason(self) -> &'static str {
-        match self {
-            Mode::Initializers => "InitializersCleared",
-            Mode::SchedulingGates => "SchedulingGatesCleared",
-        }
-    }
-
-    /// Decides what to do with an object as seen, given the `--only` names (empty: all).
-    pub fn decide(self, obj: &Held, only: &[String]) -> Decision {
-        match self {
-            Mode::Initializers => initializers::decide(obj.metadata.initializers.as_ref(), only),
-            Mode::SchedulingGates => gates::decide(obj, only),
-        }
-    }
-
-    /// The names holding the object back, whatever `--only` says (for `status`).
-    pub fn blocking_names(self, obj: &Held) -> Vec<String> {
-        match self {
-            Mode::Initializers => initializers::pending_names(obj.metadata.initializers.as_ref()),
-            Mode::SchedulingGates => {
-                names(obj.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()))
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// What to do with one object.
 #[derive(Debug, PartialEq)]
@@ -65,7 +12,7 @@ pub enum Decision {
     Leave(Leave),
 }
 
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Leave {
     /// Nothing is pending.
     NotPending,

@@ -1,0 +1,129 @@
+//! The two mechanisms that hold objects back, behind one enum: what counts as pending,
+//! and which JSON patch clears it. The engine and `status` only talk to this module;
+//! `initializers` and `gates` hold the rules of each, `decision` what they share.
+
+mod decision;
+pub mod gates;
+pub mod initializers;
+
+use serde_json::{Value, json};
+
+pub use decision::{Decision, Leave, names};
+
+use crate::object::Held;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `metadata.initializers.pending`, Kubernetes 1.7 to 1.13.
+    Initializers,
+    /// `spec.schedulingGates`, Kubernetes 1.26 and later.
+    SchedulingGates,
+}
+
+impl Mode {
+    /// The label used in metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Initializers => "initializers",
+            Mode::SchedulingGates => "scheduling-gates",
+        }
+    }
+
+    /// The reason of the Event written on a cleared object.
+    pub fn event_reason(self) -> &'static str {
+        match self {
+            Mode::Initializers => "InitializersCleared",
+            Mode::SchedulingGates => "SchedulingGatesCleared",
+        }
+    }
+
+    /// Decides what to do with an object as seen, given the `--only` names (empty: all).
+    /// The clearing patch first tests the object's uid and its `label_key` label as seen,
+    /// so that it never clears an object re-created under the same name, nor one whose
+    /// label was removed meanwhile: either is a race, and the newest state is looked at.
+    pub fn decide(self, obj: &Held, only: &[String], label_key: &str) -> Decision {
+        let decision = match self {
+            Mode::Initializers => initializers::decide(obj.metadata.initializers.as_ref(), only),
+            Mode::SchedulingGates => gates::decide(obj, only),
+        };
+        match decision {
+            Decision::Clear { names, patch } => Decision::Clear {
+                names,
+                patch: guarded(obj, label_key, patch),
+            },
+            leave => leave,
+        }
+    }
+
+    /// The names holding the object back, whatever `--only` says (for `status`).
+    pub fn blocking_names(self, obj: &Held) -> Vec<String> {
+        match self {
+            Mode::Initializers => initializers::pending_names(obj.metadata.initializers.as_ref()),
+            Mode::SchedulingGates => {
+                names(obj.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Escapes a JSON pointer segment (RFC 6901): `~` as `~0`, `/` as `~1`.
+pub fn pointer_segment(s: &str) -> String {
+    s.replace('~', "~0").replace('/', "~1")
+}
+
+/// Prepends `test` operations on the uid and on the label as seen to a clearing patch.
+fn guarded(obj: &Held, label_key: &str, patch: Value) -> Value {
+    let meta = &obj.metadata.meta;
+    let mut ops = Vec::with_capacity(4);
+    if let Some(uid) = &meta.uid {
+        ops.push(json!({"op": "test", "path": "/metadata/uid", "value": uid}));
+    }
+    if let Some(value) = meta.labels.as_ref().and_then(|l| l.get(label_key)) {
+        ops.push(json!({
+            "op": "test",
+            "path": format!("/metadata/labels/{}", pointer_segment(label_key)),
+            "value": value,
+        }));
+    }
+    match patch {
+        Value::Array(rest) => ops.extend(rest),
+        other => ops.push(other),
+    }
+    Value::Array(ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_patch_tests_uid_and_label_first() {
+        let pod: Held = serde_json::from_value(json!({
+            "metadata": {"name": "p", "uid": "u-1",
+                         "labels": {"k8s.opsani.io/initializer": "x~y"}},
+            "spec": {"schedulingGates": [{"name": "g"}]}
+        }))
+        .unwrap();
+        let Decision::Clear { patch, .. } =
+            Mode::SchedulingGates.decide(&pod, &[], "k8s.opsani.io/initializer")
+        else {
+            panic!("not cleared")
+        };
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "test", "path": "/metadata/uid", "value": "u-1"},
+                {"op": "test", "path": "/metadata/labels/k8s.opsani.io~1initializer", "value": "x~y"},
+                {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": "g"}]},
+                {"op": "remove", "path": "/spec/schedulingGates"}
+            ])
+        );
+        assert_eq!(pointer_segment("a~b/c"), "a~0b~1c");
+    }
+}

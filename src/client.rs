@@ -1,0 +1,268 @@
+//! The one API client of the process and the layers around it: `includeUninitialized`
+//! on the legacy API's GETs, a `User-Agent` that names metainit in audit logs, a timeout
+//! on every request but watches (a request accepted and never answered must not hold a
+//! worker for ever), and a report of every answered LIST and WATCH for `/readyz`.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use futures::future::BoxFuture;
+use http::{HeaderValue, Method, Request, Response, header::USER_AGENT};
+use kube::{
+    Client, Config,
+    client::{Body, ClientBuilder},
+};
+use tower::{BoxError, Layer, Service};
+
+use crate::{Error, Result};
+
+pub const USER_AGENT_VALUE: &str = concat!("metainit/", env!("CARGO_PKG_VERSION"));
+
+/// No answer within `--request-timeout`.
+#[derive(Debug, thiserror::Error)]
+#[error("no answer within {0:?} (--request-timeout)")]
+pub struct RequestTimeout(pub Duration);
+
+/// Told about every LIST or WATCH the server answered with a success.
+pub trait Observer: Send + Sync + 'static {
+    fn answered(&self, path: &str);
+}
+
+/// Whether GETs carry `includeUninitialized=true`: set once the mode is known, so one
+/// client serves the version probe, discovery and the work.
+#[derive(Clone, Default)]
+pub struct Legacy(Arc<AtomicBool>);
+
+impl Legacy {
+    pub fn set(&self, on: bool) {
+        self.0.store(on, Ordering::Relaxed);
+    }
+}
+
+/// Builds the client.
+pub fn build(
+    config: Config,
+    request_timeout: Duration,
+    legacy: Legacy,
+    observer: Option<Arc<dyn Observer>>,
+) -> Result<Client> {
+    // kube's own retry of 429/503/504 (up to 15 times, delays up to 1000 s) would hide
+    // failures from the metrics and hold a worker for minutes: every retry is ours.
+    let mut config = config;
+    config.default_retry = false;
+    config
+        .headers
+        .push((USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE)));
+    let url = config.cluster_url.to_string();
+    let builder = ClientBuilder::try_from(config).map_err(|e| tls_error(&url, e))?;
+    let layer = GuardLayer {
+        timeout: request_timeout,
+        legacy,
+        observer,
+    };
+    Ok(builder.with_layer(&layer).build())
+}
+
+fn tls_error(url: &str, e: kube::Error) -> Error {
+    Error::Config(format!(
+        "cannot set up a client for {url}: {e}. If the kubeconfig gives no certificate-authority, \
+         add certificate-authority-data to it, or point SSL_CERT_FILE at a CA bundle"
+    ))
+}
+
+#[derive(Clone)]
+struct GuardLayer {
+    timeout: Duration,
+    legacy: Legacy,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+impl<S> Layer<S> for GuardLayer {
+    type Service = Guard<S>;
+    fn layer(&self, inner: S) -> Guard<S> {
+        Guard {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Guard<S> {
+    inner: S,
+    layer: GuardLayer,
+}
+
+impl<S, B> Service<Request<Body>> for Guard<S>
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<B>;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Response<B>, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let req = if self.layer.legacy.0.load(Ordering::Relaxed) {
+            include_uninitialized(req)
+        } else {
+            req
+        };
+        let watch = is_watch(&req);
+        let observed = (req.method() == Method::GET)
+            .then_some(self.layer.observer.clone())
+            .flatten()
+            .map(|o| (o, req.uri().path().to_string()));
+        let limit = self.layer.timeout;
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let res = if watch || limit.is_zero() {
+                fut.await.map_err(Into::into)
+            } else {
+                match tokio::time::timeout(limit, fut).await {
+                    Ok(r) => r.map_err(Into::into),
+                    Err(_) => Err(Box::new(RequestTimeout(limit)) as BoxError),
+                }
+            };
+            if let (Some((observer, path)), Ok(r)) = (observed, &res)
+                && r.status().is_success()
+            {
+                observer.answered(&path);
+            }
+            res
+        })
+    }
+}
+
+fn is_watch<B>(req: &Request<B>) -> bool {
+    req.uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
+}
+
+/// Adds `includeUninitialized=true` to a GET on the API paths (NOTES §1).
+pub fn include_uninitialized<B>(mut req: Request<B>) -> Request<B> {
+    if req.method() != Method::GET {
+        return req;
+    }
+    let Some(pq) = req.uri().path_and_query() else {
+        return req;
+    };
+    let path = pq.path();
+    if !(path.starts_with("/api/") || path.starts_with("/apis/")) {
+        return req;
+    }
+    let query = pq.query().unwrap_or("");
+    if query
+        .split('&')
+        .any(|kv| kv.starts_with("includeUninitialized="))
+    {
+        return req;
+    }
+    let amended = if query.is_empty() {
+        format!("{path}?includeUninitialized=true")
+    } else {
+        format!("{path}?{query}&includeUninitialized=true")
+    };
+    let mut parts = req.uri().clone().into_parts();
+    if let Ok(pq) = amended.parse() {
+        parts.path_and_query = Some(pq);
+        if let Ok(uri) = http::Uri::from_parts(parts) {
+            *req.uri_mut() = uri;
+        }
+    }
+    req
+}
+
+/// Whether a start-up error may go away by itself (server starting, restarting,
+/// overloaded, or not answering in time).
+pub fn is_transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => matches!(s.code, 429 | 500 | 502 | 503 | 504),
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
+            !is_tls_failure(e)
+        }
+        _ => false,
+    }
+}
+
+pub fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        let text = err.to_string();
+        if err.is::<rustls::Error>()
+            || text.contains("InvalidContentType")
+            || text.contains("invalid peer certificate")
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// An error and its sources, as one line: kube's own message often hides the cause
+/// ("client error (Connect)") in a source.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn include_uninitialized_on_gets_only() {
+        let get = |uri: &str| Request::get(uri).body(()).unwrap();
+        assert_eq!(
+            include_uninitialized(get("/api/v1/pods?labelSelector=a")).uri(),
+            "/api/v1/pods?labelSelector=a&includeUninitialized=true"
+        );
+        assert_eq!(
+            include_uninitialized(get("/apis/apps/v1/deployments")).uri(),
+            "/apis/apps/v1/deployments?includeUninitialized=true"
+        );
+        assert_eq!(include_uninitialized(get("/version")).uri(), "/version");
+        assert_eq!(
+            include_uninitialized(get("/api/v1/pods?includeUninitialized=false")).uri(),
+            "/api/v1/pods?includeUninitialized=false"
+        );
+        let patch = Request::patch("/api/v1/namespaces/a/pods/b")
+            .body(())
+            .unwrap();
+        assert_eq!(
+            include_uninitialized(patch).uri(),
+            "/api/v1/namespaces/a/pods/b"
+        );
+    }
+
+    #[test]
+    fn watches_are_told_apart() {
+        let get = |uri: &str| Request::get(uri).body(()).unwrap();
+        assert!(is_watch(&get("/api/v1/pods?labelSelector=a&watch=true")));
+        assert!(is_watch(&get("/api/v1/pods?watch=1")));
+        assert!(!is_watch(&get("/api/v1/pods?labelSelector=watch%3Dtrue")));
+        assert!(!is_watch(&get("/api/v1/pods")));
+    }
+}

@@ -1,0 +1,340 @@
+//! What the server offers: start-up requests retried until it answers, its version and
+//! so the mode, and the resources named on the command line, found in its discovery
+//! documents as kubectl finds them.
+
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use kube::{Api, Client, api::ApiResource};
+use tracing::warn;
+
+use crate::{
+    Error, Result,
+    blocker::Mode,
+    cli::{ModeArg, ResourceSpec},
+    client::{chain, is_tls_failure, is_transient},
+    object::Held,
+};
+
+/// The retry schedule for start-up requests: kube-runtime's watcher default
+/// (0.8 s doubling to 30 s, jittered), so start-up waits exactly as the watch loop does.
+pub fn backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(800))
+        .with_max_delay(Duration::from_secs(30))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+}
+
+/// Runs a start-up request, retrying transient failures with the watcher's backoff;
+/// with a deadline, gives up after it with an `Unreachable` error.
+pub async fn with_retries<T, F, Fut>(
+    what: &str,
+    url: &str,
+    deadline: Option<Duration>,
+    op: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::result::Result<T, kube::Error>>,
+{
+    let last = std::sync::Mutex::new(String::new());
+    let attempt = op.retry(backoff()).when(is_transient).notify(|e, wait| {
+        let error = chain(e);
+        warn!(%url, %error, retry_in = ?wait, "{what}: API server not reachable yet, retrying");
+        if let Ok(mut l) = last.lock() {
+            *l = error;
+        }
+    });
+    let result = match deadline {
+        Some(d) => match tokio::time::timeout(d, attempt).await {
+            Ok(r) => r,
+            Err(_) => {
+                let last = last.lock().map(|l| l.clone()).unwrap_or_default();
+                let last = if last.is_empty() {
+                    "no answer yet".to_string()
+                } else {
+                    last
+                };
+                return Err(Error::Unreachable(format!(
+                    "could not reach the API server at {url} within {}s ({what}): {last}",
+                    d.as_secs()
+                )));
+            }
+        },
+        None => attempt.await,
+    };
+    result.map_err(|e| describe_failure(what, url, e))
+}
+
+/// Turns a non-transient start-up failure into an error that says what to fix.
+fn describe_failure(what: &str, url: &str, e: kube::Error) -> Error {
+    match &e {
+        kube::Error::Api(s) if s.code == 401 => Error::Config(format!(
+            "{what}: the API server at {url} refused the kubeconfig's credentials (401 Unauthorized): check its user"
+        )),
+        kube::Error::Api(s) if s.code == 403 => Error::Config(format!(
+            "{what}: forbidden ({}); grant the permissions in manifests/rbac.yaml to the kubeconfig's user",
+            s.message
+        )),
+        kube::Error::Api(s) if s.reason == "Failed to parse error data" => Error::Server(format!(
+            "{what}: {url} does not look like a Kubernetes API server: it answered {} with a body that is not a Status: {}",
+            s.code,
+            truncate(&s.message, 120)
+        )),
+        kube::Error::SerdeError(_) => Error::Server(format!(
+            "{what}: {url} does not look like a Kubernetes API server: its answer is not the JSON expected ({e})"
+        )),
+        _ if is_tls_failure(&e) => Error::Config(format!(
+            "{what}: TLS with {url} failed ({}): check the server URL's scheme and the kubeconfig's certificate-authority",
+            chain(&e)
+        )),
+        _ => Error::Kube(e),
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= n {
+        one_line
+    } else {
+        format!("{}...", one_line.chars().take(n).collect::<String>())
+    }
+}
+
+/// The server's major and minor version, from `/version`'s major and minor (managed
+/// clusters report minors such as `13+`) or, failing those, its gitVersion.
+pub fn parse_version(major: &str, minor: &str, git_version: &str) -> Option<(u32, u32)> {
+    let digits = |s: &str| s.trim().trim_end_matches('+').parse::<u32>().ok();
+    if let (Some(a), Some(b)) = (digits(major), digits(minor)) {
+        return Some((a, b));
+    }
+    let mut it = git_version.trim_start_matches('v').split('.');
+    let major = it.next().and_then(digits)?;
+    let minor = it.next().and_then(|m| {
+        digits(
+            &m.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>(),
+        )
+    })?;
+    Some((major, minor))
+}
+
+const WORKS: &str = "metainit works with Kubernetes 1.7 to 1.13 (initializers) and 1.26 or later (scheduling gates)";
+
+/// The mode a Kubernetes version has, or why it has none.
+pub fn mode_of(major: u32, minor: u32) -> std::result::Result<Mode, String> {
+    match (major, minor) {
+        (1, 7..=13) => Ok(Mode::Initializers),
+        (1, 26..) | (2.., _) => Ok(Mode::SchedulingGates),
+        (1, 14..=25) => Err(format!(
+            "Kubernetes 1.{minor} has neither initializers (removed in 1.14) nor scheduling gates (added in 1.26): nothing to clear. {WORKS}"
+        )),
+        _ => Err(format!(
+            "Kubernetes {major}.{minor} has neither initializers nor scheduling gates. {WORKS}"
+        )),
+    }
+}
+
+/// The mode for a server version.
+pub fn mode_for_version(
+    major: &str,
+    minor: &str,
+    git_version: &str,
+) -> std::result::Result<Mode, String> {
+    let (major, minor) = parse_version(major, minor, git_version).ok_or_else(|| {
+        format!("cannot read the server's version (major {major:?}, minor {minor:?}, gitVersion {git_version:?})")
+    })?;
+    mode_of(major, minor)
+}
+
+/// The mode to run in: the one the server's version implies, or the one asked for.
+/// A forced mode is for servers whose version string cannot be read; one that the
+/// server's version cannot have is refused, never a false all-clear.
+pub async fn choose_mode(
+    client: &Client,
+    url: &str,
+    asked: ModeArg,
+    deadline: Option<Duration>,
+) -> Result<Mode> {
+    let info = with_retries("GET /version", url, deadline, || client.apiserver_version()).await;
+    let forced = match asked {
+        ModeArg::Auto => None,
+        ModeArg::Initializers => Some(Mode::Initializers),
+        ModeArg::SchedulingGates => Some(Mode::SchedulingGates),
+    };
+    let Some(forced) = forced else {
+        let info = info?;
+        return mode_for_version(&info.major, &info.minor, &info.git_version).map_err(|m| {
+            Error::Server(format!(
+                "the API server at {url} is {}: {m}",
+                info.git_version
+            ))
+        });
+    };
+    let info = match info {
+        Ok(info) => info,
+        Err(e @ (Error::Unreachable(_) | Error::Config(_))) => return Err(e),
+        Err(e) => {
+            warn!(%url, error = %e, mode = %forced, "cannot read the server's version; using the --mode asked for");
+            return Ok(forced);
+        }
+    };
+    let Some((major, minor)) = parse_version(&info.major, &info.minor, &info.git_version) else {
+        warn!(%url, version = %info.git_version, mode = %forced, "cannot read the server's version; using the --mode asked for");
+        return Ok(forced);
+    };
+    match mode_of(major, minor) {
+        Ok(m) if m == forced => Ok(forced),
+        _ => {
+            let why = match forced {
+                Mode::Initializers => "has no initializers (they exist in 1.7 to 1.13)",
+                Mode::SchedulingGates => "has no scheduling gates (they exist from 1.26)",
+            };
+            Err(Error::Config(format!(
+                "--mode {forced}: the API server at {url} is {} and Kubernetes {major}.{minor} {why}; \
+                 use --mode auto. --mode is only for servers whose version cannot be read",
+                info.git_version
+            )))
+        }
+    }
+}
+
+/// A resource found on the server.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+    /// How the user named it, for logs and metrics.
+    pub name: String,
+}
+
+impl Target {
+    /// The API of this resource: in one namespace or all.
+    pub fn api(&self, client: &Client, namespace: Option<&str>) -> Api<Held> {
+        match namespace {
+            Some(ns) if self.namespaced => Api::namespaced_with(client.clone(), ns, &self.resource),
+            _ => Api::all_with(client.clone(), &self.resource),
+        }
+    }
+}
+
+/// Finds a resource named on the command line in the server's discovery documents,
+/// by plural, singular or short name, as kubectl does.
+pub async fn resolve(
+    client: &Client,
+    url: &str,
+    spec: &ResourceSpec,
+    deadline: Option<Duration>,
+) -> Result<Target> {
+    let group_version = if spec.group.is_empty() {
+        spec.version.clone().unwrap_or_else(|| "v1".into())
+    } else if let Some(v) = &spec.version {
+        format!("{}/{v}", spec.group)
+    } else {
+        let groups = with_retries("discovery", url, deadline, || client.list_api_groups()).await?;
+        let group = groups
+            .groups
+            .into_iter()
+            .find(|g| g.name == spec.group)
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "the server doesn't have a resource type \"{spec}\" (no API group \"{}\")",
+                    spec.group
+                ))
+            })?;
+        group
+            .preferred_version
+            .or_else(|| group.versions.into_iter().next())
+            .map(|v| v.group_version)
+            .ok_or_else(|| {
+                Error::Server(format!("API group \"{}\" lists no version", spec.group))
+            })?
+    };
+    let list = if spec.group.is_empty() {
+        with_retries("discovery", url, deadline, || {
+            client.list_core_api_resources(&group_version)
+        })
+        .await
+    } else {
+        with_retries("discovery", url, deadline, || {
+            client.list_api_group_resources(&group_version)
+        })
+        .await
+    };
+    let list = list.map_err(|e| match e {
+        Error::Kube(kube::Error::Api(s)) if s.code == 404 => Error::Config(format!(
+            "the server doesn't have a resource type \"{spec}\" (no API version {group_version})"
+        )),
+        other => other,
+    })?;
+    let found = list.resources.into_iter().find(|r| {
+        !r.name.contains('/')
+            && (r.name == spec.plural
+                || r.singular_name == spec.plural
+                || r.short_names
+                    .as_ref()
+                    .is_some_and(|s| s.contains(&spec.plural)))
+    });
+    let Some(r) = found else {
+        return Err(Error::Config(format!(
+            "the server doesn't have a resource type \"{spec}\""
+        )));
+    };
+    for verb in ["list", "watch", "patch"] {
+        if !r.verbs.iter().any(|v| v == verb) {
+            return Err(Error::Config(format!(
+                "resource \"{spec}\" does not support {verb}, which metainit needs"
+            )));
+        }
+    }
+    let (group, version) = match group_version.split_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (String::new(), group_version.clone()),
+    };
+    Ok(Target {
+        resource: ApiResource {
+            group,
+            version,
+            api_version: group_version.clone(),
+            kind: r.kind,
+            plural: r.name,
+        },
+        namespaced: r.namespaced,
+        name: spec.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        let cases = [
+            ("1", "7", "", Ok(Mode::Initializers)),
+            ("1", "13", "v1.13.12", Ok(Mode::Initializers)),
+            ("1", "13+", "v1.13.12-gke.1", Ok(Mode::Initializers)),
+            ("1", "26", "", Ok(Mode::SchedulingGates)),
+            ("1", "30+", "v1.30.2-eks-1", Ok(Mode::SchedulingGates)),
+            ("", "", "v1.33.4", Ok(Mode::SchedulingGates)),
+            ("", "", "v1.12.0", Ok(Mode::Initializers)),
+        ];
+        for (major, minor, git, want) in cases {
+            assert_eq!(
+                mode_for_version(major, minor, git),
+                want,
+                "{major}.{minor} {git}"
+            );
+        }
+        let err = mode_for_version("1", "20", "v1.20.0").unwrap_err();
+        assert!(
+            err.contains("1.20") && err.contains("1.7 to 1.13") && err.contains("1.26 or later"),
+            "{err}"
+        );
+        assert!(mode_for_version("1", "6", "").is_err());
+        assert!(mode_for_version("x", "y", "nonsense").is_err());
+    }
+}

@@ -1,0 +1,281 @@
+//! What a failed API request means for metainit: one function sorts every `kube::Error`
+//! into a small set of classes, and one table says, for each class, whether to try
+//! again, which `reason` label the failures metric gets and how loud the log line is.
+
+use std::time::Duration;
+
+use tracing::Level;
+
+use crate::client::RequestTimeout;
+
+/// The classes of API failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Class {
+    /// Someone else changed the object first: 409, or a 422 without causes (a failed
+    /// JSON-patch `test`). The newest state is looked at again.
+    Race,
+    /// The object is gone (404).
+    Gone,
+    /// Validation or admission refused the change: a 422 with causes, a 400, any other
+    /// 4xx. It does not go away by itself, but a policy can change: retried, slowly.
+    Rejected,
+    /// 403: RBAC not (yet) granting what metainit needs.
+    Forbidden,
+    /// 401: the credentials are not (yet, or any more) accepted.
+    Unauthorized,
+    /// 429: the server asks to slow down.
+    Throttled,
+    /// 5xx: the server (or a webhook behind it) failed.
+    ServerError,
+    /// No answer within `--request-timeout`, or the server's own timeout (504, 408).
+    Timeout,
+    /// No connection, or the connection broke.
+    Unreachable,
+}
+
+/// What to do about a class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    pub retry: bool,
+    /// The `reason` label of `metainit_clear_failures_total`; `None`: not a failure.
+    pub reason: Option<&'static str>,
+    pub level: Level,
+    /// What the operator can do about it, for the log line.
+    pub hint: Option<&'static str>,
+}
+
+pub const RBAC_HINT: &str = "grant get, list, watch and patch (and initialize on Kubernetes 1.7 to 1.13) to metainit's user: manifests/rbac.yaml";
+
+impl Class {
+    /// The one table.
+    pub fn policy(self) -> Policy {
+        let (retry, reason, level, hint) = match self {
+            Class::Race => (true, Some("race"), Level::DEBUG, None),
+            Class::Gone => (false, None, Level::DEBUG, None),
+            Class::Rejected => (
+                true,
+                Some("rejected"),
+                Level::WARN,
+                Some("an admission webhook or policy, or validation, refuses the patch"),
+            ),
+            Class::Forbidden => (true, Some("forbidden"), Level::WARN, Some(RBAC_HINT)),
+            Class::Unauthorized => (
+                true,
+                Some("unauthorized"),
+                Level::WARN,
+                Some("the API server does not accept the kubeconfig's credentials"),
+            ),
+            Class::Throttled => (true, Some("throttled"), Level::DEBUG, None),
+            Class::ServerError => (true, Some("server_error"), Level::DEBUG, None),
+            Class::Timeout => (
+                true,
+                Some("timeout"),
+                Level::WARN,
+                Some("no answer within --request-timeout"),
+            ),
+            Class::Unreachable => (true, Some("unreachable"), Level::DEBUG, None),
+        };
+        Policy {
+            retry,
+            reason,
+            level,
+            hint,
+        }
+    }
+}
+
+/// Sorts an API error into its class.
+pub fn classify(e: &kube::Error) -> Class {
+    match e {
+        kube::Error::Api(s) => match s.code {
+            401 => Class::Unauthorized,
+            403 => Class::Forbidden,
+            404 => Class::Gone,
+            409 | 410 => Class::Race,
+            422 if s.details.as_ref().is_some_and(|d| !d.causes.is_empty()) => Class::Rejected,
+            422 => Class::Race,
+            429 => Class::Throttled,
+            408 | 504 => Class::Timeout,
+            500..=599 => Class::ServerError,
+            _ => Class::Rejected,
+        },
+        kube::Error::SerdeError(_) => Class::ServerError,
+        _ if is_timeout(e) => Class::Timeout,
+        _ => Class::Unreachable,
+    }
+}
+
+fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err.is::<RequestTimeout>() {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// The server's Retry-After, from the Status details of a 429 or 503, capped at 30 s.
+pub fn retry_after(e: &kube::Error) -> Duration {
+    match e {
+        kube::Error::Api(s) => s
+            .details
+            .as_ref()
+            .map(|d| Duration::from_secs(u64::from(d.retry_after_seconds).min(30)))
+            .unwrap_or_default(),
+        _ => Duration::ZERO,
+    }
+}
+
+/// A failed attempt at an object.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", describe(.error))]
+pub struct Failure {
+    pub class: Class,
+    #[source]
+    pub error: kube::Error,
+}
+
+impl From<kube::Error> for Failure {
+    fn from(error: kube::Error) -> Self {
+        Failure {
+            class: classify(&error),
+            error,
+        }
+    }
+}
+
+/// One line for a log or a message: a Status as `CODE Reason: message`, anything else
+/// with its causes (kube's own text often hides them in a source).
+pub fn describe(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => {
+            let reason = if s.reason.is_empty() {
+                "Failure"
+            } else {
+                &s.reason
+            };
+            format!("{} {reason}: {}", s.code, s.message)
+        }
+        other => crate::client::chain(other),
+    }
+}
+
+/// The delay before attempt `failures + 1`: 100 ms doubling to 30 s, jittered by up to
+/// a fifth so that replicas and objects spread out; never before the server's Retry-After.
+pub fn backoff(failures: u32, retry_after: Duration) -> Duration {
+    let base = Duration::from_millis(100)
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(12))
+        .min(Duration::from_secs(30));
+    let jitter = base.mul_f64(fastrand_fraction() * 0.2);
+    (base - jitter).max(retry_after)
+}
+
+/// A cheap pseudo-random fraction in [0, 1), good enough for jitter.
+fn fastrand_fraction() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0);
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::{Status, response::StatusCause, response::StatusDetails};
+
+    fn api(code: u16, causes: usize) -> kube::Error {
+        let details = (causes > 0).then(|| StatusDetails {
+            causes: (0..causes)
+                .map(|_| StatusCause {
+                    reason: "FieldValueForbidden".into(),
+                    message: "no".into(),
+                    field: "spec".into(),
+                })
+                .collect(),
+            name: "p".into(),
+            group: String::new(),
+            kind: "Pod".into(),
+            uid: String::new(),
+            retry_after_seconds: 0,
+        });
+        kube::Error::Api(Box::new(Status {
+            code,
+            details,
+            ..Status::default()
+        }))
+    }
+
+    #[test]
+    fn every_class_and_its_policy() {
+        let cases = [
+            (api(409, 0), Class::Race, true, Some("race")),
+            (api(422, 0), Class::Race, true, Some("race")),
+            (api(422, 1), Class::Rejected, true, Some("rejected")),
+            (api(400, 0), Class::Rejected, true, Some("rejected")),
+            (api(415, 0), Class::Rejected, true, Some("rejected")),
+            (api(404, 0), Class::Gone, false, None),
+            (api(401, 0), Class::Unauthorized, true, Some("unauthorized")),
+            (api(403, 0), Class::Forbidden, true, Some("forbidden")),
+            (api(429, 0), Class::Throttled, true, Some("throttled")),
+            (api(500, 0), Class::ServerError, true, Some("server_error")),
+            (api(503, 0), Class::ServerError, true, Some("server_error")),
+            (api(504, 0), Class::Timeout, true, Some("timeout")),
+            (
+                kube::Error::Service(Box::new(RequestTimeout(Duration::from_secs(1)))),
+                Class::Timeout,
+                true,
+                Some("timeout"),
+            ),
+            (
+                kube::Error::Service("connection refused".into()),
+                Class::Unreachable,
+                true,
+                Some("unreachable"),
+            ),
+        ];
+        for (e, class, retry, reason) in cases {
+            assert_eq!(classify(&e), class, "{e:?}");
+            let p = class.policy();
+            assert_eq!((p.retry, p.reason), (retry, reason), "{class:?}");
+        }
+        // The ones an operator must act on are loud, and say what to do.
+        for class in [
+            Class::Rejected,
+            Class::Forbidden,
+            Class::Unauthorized,
+            Class::Timeout,
+        ] {
+            assert_eq!(class.policy().level, Level::WARN, "{class:?}");
+            assert!(class.policy().hint.is_some(), "{class:?}");
+        }
+        assert!(
+            Class::Forbidden
+                .policy()
+                .hint
+                .unwrap()
+                .contains("manifests/rbac.yaml")
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_to_30s_and_honours_retry_after() {
+        let d = |n| backoff(n, Duration::ZERO);
+        assert!(d(1) <= Duration::from_millis(100) && d(1) >= Duration::from_millis(80));
+        assert!(d(4) <= Duration::from_millis(800) && d(4) >= Duration::from_millis(640));
+        assert!(d(30) <= Duration::from_secs(30) && d(30) >= Duration::from_secs(24));
+        assert_eq!(backoff(1, Duration::from_secs(5)), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn describe_gives_code_reason_and_message() {
+        let e = kube::Error::Api(Box::new(Status {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: "pods \"p\" is forbidden".into(),
+            ..Status::default()
+        }));
+        assert_eq!(describe(&e), "403 Forbidden: pods \"p\" is forbidden");
+    }
+}

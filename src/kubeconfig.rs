@@ -1,0 +1,124 @@
+//! Finding and reading the kubeconfig as kubectl does: `--kubeconfig`, else every file
+//! named in `KUBECONFIG` merged in order (missing ones skipped; the first to set a value
+//! wins), else `~/.kube/config`, else the in-cluster service account. Relative
+//! certificate, key, token-file and exec paths are resolved against the directory of the
+//! file that names them (kube's `Kubeconfig::read_from`).
+
+use std::path::{Path, PathBuf};
+
+use kube::{
+    Config,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+use crate::{Error, Result, cli::Common};
+
+/// The kubeconfig files to read, and where their names came from.
+fn sources(common: &Common) -> (Vec<PathBuf>, &'static str) {
+    if let Some(p) = &common.kubeconfig {
+        return (vec![p.clone()], "--kubeconfig");
+    }
+    if let Some(v) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        let listed: Vec<PathBuf> = std::env::split_paths(&v)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect();
+        let present: Vec<PathBuf> = listed.iter().filter(|p| p.exists()).cloned().collect();
+        // kubectl skips missing files; if none exists, say which were named.
+        return if present.is_empty() && !listed.is_empty() {
+            (listed, "KUBECONFIG")
+        } else {
+            (present, "KUBECONFIG")
+        };
+    }
+    let home = std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".kube").join("config"))
+        .filter(|p| p.exists());
+    (home.into_iter().collect(), "~/.kube/config")
+}
+
+/// Loads the client configuration.
+pub async fn load(common: &Common) -> Result<Config> {
+    let (paths, source) = sources(common);
+    if paths.is_empty() {
+        if common.context.is_some() {
+            return Err(Error::Config(
+                "--context was given but there is no kubeconfig: pass --kubeconfig or set KUBECONFIG".into(),
+            ));
+        }
+        return Config::incluster().map_err(|e| {
+            Error::Config(format!(
+                "no kubeconfig found and not running in a cluster ({e}): pass --kubeconfig PATH, \
+                 set KUBECONFIG, or create ~/.kube/config"
+            ))
+        });
+    }
+    let mut merged = Kubeconfig::default();
+    for path in &paths {
+        let kc = read(path, source)?;
+        merged = merged.merge(kc).map_err(|e| {
+            Error::Config(format!(
+                "the kubeconfig {} (from {source}) cannot be merged with the ones before it: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    let shown = paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    use_context(merged, &shown, common.context.as_deref()).await
+}
+
+fn read(path: &Path, source: &str) -> Result<Kubeconfig> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::Config(format!(
+            "cannot read the kubeconfig {shown} (from {source}): {e}"
+        ))
+    })?;
+    if text.trim().is_empty() {
+        return Err(Error::Config(format!(
+            "the kubeconfig {shown} (from {source}) is empty"
+        )));
+    }
+    Kubeconfig::read_from(path).map_err(|e| {
+        Error::Config(format!(
+            "the kubeconfig {shown} (from {source}) is not valid: {}",
+            crate::client::chain(&e)
+        ))
+    })
+}
+
+async fn use_context(kc: Kubeconfig, shown: &str, context: Option<&str>) -> Result<Config> {
+    let wanted = match context
+        .or(kc.current_context.as_deref())
+        .filter(|c| !c.is_empty())
+    {
+        Some(c) => c.to_string(),
+        None => {
+            return Err(Error::Config(format!(
+                "the kubeconfig {shown} has no current-context: pass --context NAME"
+            )));
+        }
+    };
+    if !kc.contexts.iter().any(|c| c.name == wanted) {
+        let known: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+        return Err(Error::Config(format!(
+            "context \"{wanted}\" is not in the kubeconfig {shown}; it has: {}",
+            if known.is_empty() {
+                "no contexts".to_string()
+            } else {
+                known.join(", ")
+            }
+        )));
+    }
+    let opts = KubeConfigOptions {
+        context: Some(wanted),
+        cluster: None,
+        user: None,
+    };
+    Config::from_custom_kubeconfig(kc, &opts)
+        .await
+        .map_err(|e| Error::Config(format!("the kubeconfig {shown} cannot be used: {e}")))
+}

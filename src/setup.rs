@@ -1,0 +1,82 @@
+//! What the daemon and `--once` share before any clearing: the flags that need no server
+//! checked, the kubeconfig read, one client built, the mode chosen and the resources found.
+
+use std::{sync::Arc, time::Duration};
+
+use kube::Client;
+use tracing::info;
+
+use crate::{
+    Result,
+    blocker::Mode,
+    clear::Clearer,
+    cli::RunArgs,
+    client::{self, Legacy, Observer},
+    discovery, events, kubeconfig,
+    metrics::Metrics,
+};
+
+/// A client and the server's URL, before the mode is known.
+pub struct Connection {
+    pub client: Client,
+    pub url: String,
+    pub legacy: Legacy,
+}
+
+/// Reads the kubeconfig and builds the process's one client.
+pub async fn connect(
+    common: &crate::cli::Common,
+    observer: Option<Arc<dyn Observer>>,
+) -> Result<Connection> {
+    let config = kubeconfig::load(common).await?;
+    let url = config.cluster_url.to_string();
+    let legacy = Legacy::default();
+    let client = client::build(config, common.request_timeout, legacy.clone(), observer)?;
+    Ok(Connection {
+        client,
+        url,
+        legacy,
+    })
+}
+
+/// Chooses the mode and finds every resource: one `Clearer` each.
+pub async fn clearers(
+    args: &RunArgs,
+    conn: &Connection,
+    metrics: &Arc<Metrics>,
+    deadline: Option<Duration>,
+) -> Result<(Mode, Vec<Clearer>, Arc<events::Sink>)> {
+    let label_key = args.label_key()?;
+    let resources = args.resources()?;
+    let (client, url) = (&conn.client, conn.url.as_str());
+    let mode = discovery::choose_mode(client, url, args.common.mode, deadline).await?;
+    conn.legacy.set(mode == Mode::Initializers);
+    if mode == Mode::SchedulingGates {
+        crate::cli::gates_need_pods(&resources)?;
+    }
+    let node = events::node_name(args.node_name.as_deref());
+    // Events get a quarter of the patches' bound: in a burst they trail the clearing.
+    let events = events::Sink::new(
+        client.clone(),
+        metrics.clone(),
+        usize::from(args.concurrency) / 4,
+    );
+    let mut clearers = Vec::new();
+    for spec in &resources {
+        let target = discovery::resolve(client, url, spec, deadline).await?;
+        clearers.push(Clearer {
+            client: client.clone(),
+            target,
+            mode,
+            only: args.only.clone(),
+            label_key: label_key.clone(),
+            dry_run: args.dry_run,
+            node: node.clone(),
+            metrics: metrics.clone(),
+            events: events.clone(),
+        });
+    }
+    info!(%mode, resources = %resources.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+          namespace = args.common.namespace.as_deref().unwrap_or("(all)"), dry_run = args.dry_run, %node, "running");
+    Ok((mode, clearers, events))
+}
