@@ -7,7 +7,7 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
-use crate::config::Generation;
+use crate::config::{Generation, Rejection};
 use crate::legacy;
 use crate::modern;
 use crate::patch::{self, PatchType};
@@ -184,11 +184,66 @@ pub fn create(
     if res.is_pods() && generation == Generation::Modern {
         modern::on_create(&mut obj, &now);
     }
+    let gates = (res.is_pods() && generation == Generation::Modern)
+        .then(|| obj.pointer("/spec/schedulingGates").cloned())
+        .flatten()
+        .filter(|g| g.as_array().is_some_and(|a| !a.is_empty()));
     let mut inner = shared.store.lock();
     if inner.get(&res.key, namespace, &name).is_some() {
         return Err(status::already_exists(res, &name));
     }
+    if let Some(g) = gates {
+        inner.set_created_with(&uid, g);
+    }
     Ok(inner.put(&res.key, namespace, &name, obj))
+}
+
+/// Deletes an object at once (finalizers and preconditions ignored: one DELETED event)
+/// and creates it again from its stored state without the server-set fields, as a
+/// controller replacing it from the same template would: a new uid, admission again
+/// (legacy: pending initializers filled from the rules; modern pods: the scheduling
+/// gates they were created with, hence pending again).
+pub fn recreate(
+    shared: &Shared,
+    res: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+) -> Result<Arc<Value>, ApiError> {
+    let generation = shared.config.generation;
+    let (mut obj, gates) = {
+        let mut inner = shared.store.lock();
+        let current = inner
+            .get(&res.key, namespace, name)
+            .ok_or_else(|| status::not_found(res, name))?;
+        let gates = inner.created_with(meta_str(&current, "uid")).cloned();
+        inner.remove(&res.key, namespace, name);
+        ((*current).clone(), gates)
+    };
+    if let Some(m) = meta_mut(&mut obj) {
+        for f in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "generation",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+            "initializers",
+        ] {
+            m.remove(f);
+        }
+    }
+    if let Some(o) = obj.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(g) = gates
+        && res.is_pods()
+        && generation == Generation::Modern
+        && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        spec.insert("schedulingGates".into(), g);
+    }
+    create(shared, res, namespace, obj, &Caller::everything())
 }
 
 /// GET of one object; hidden (404) while uninitialized unless asked for.
@@ -325,6 +380,8 @@ pub enum Subresource {
 }
 
 /// PUT semantics shared by update and patch: preconditions, admission, store.
+/// `reject` is `Faults::reject_writes` for API requests (`None` from the library).
+#[allow(clippy::too_many_arguments)]
 pub fn update(
     shared: &Shared,
     res: &ResourceInfo,
@@ -333,12 +390,23 @@ pub fn update(
     obj: Value,
     caller: &Caller,
     sub: Subresource,
+    reject: Option<&Rejection>,
 ) -> Result<Arc<Value>, ApiError> {
     let mut inner = shared.store.lock();
     let old = inner
         .get(&res.key, namespace, name)
         .ok_or_else(|| status::not_found(res, name))?;
     let new = prepare_update(shared, res, namespace, name, obj, &old, caller, sub)?;
+    // Validating admission runs inside the storage's update function, after the patch
+    // was applied and the strategy validated (`rest.ValidateObjectUpdateFunc`, called
+    // from `Store.Update`'s GuaranteedUpdate closure in
+    // `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`), and before
+    // the no-op check: a refused update stores nothing and produces no watch event.
+    if sub == Subresource::Main
+        && let Some(r) = reject.filter(|r| name.starts_with(&r.name_prefix))
+    {
+        return Err(status::rejected(res, name, r.code, &r.message));
+    }
     let Some(new) = new else {
         return Ok(old);
     };
@@ -473,6 +541,7 @@ pub fn patch(
     body: &[u8],
     caller: &Caller,
     sub: Subresource,
+    reject: Option<&Rejection>,
 ) -> Result<Arc<Value>, ApiError> {
     // A concurrent writer between the read and the update makes the implicit
     // precondition fail; the real server retries in that case, and so do we.
@@ -484,8 +553,10 @@ pub fn patch(
                 .get(&res.key, namespace, name)
                 .ok_or_else(|| status::not_found(res, name))?
         };
+        // A failed operation (a `test` that does not match) is answered here, before
+        // any validation or admission: the 422 with empty details.
         let patched = patch::apply(&current, kind, body)?;
-        match update(shared, res, namespace, name, patched, caller, sub) {
+        match update(shared, res, namespace, name, patched, caller, sub, reject) {
             Err(e)
                 if e.status["reason"] == "Conflict"
                     && !patch_sets_rv(kind, body)

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::config::{Config, Faults, Generation, InitializerRule, parse_duration, parse_token};
+use crate::config::{
+    Config, ERROR_CODES, Faults, Generation, HANG_METHODS, InitializerRule, REQUEST_KINDS,
+    Rejection, parse_duration, parse_rejection, parse_token,
+};
 
 /// An in-memory kube-apiserver double (Kubernetes 1.13 initializers or 1.33 scheduling gates).
 #[derive(Debug, Parser)]
@@ -52,9 +55,23 @@ pub struct Cli {
     /// Fraction of API requests answered with an error.
     #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
     pub error_fraction: f64,
-    /// Error codes to pick from (500, 503, 429).
+    /// Error codes to pick from (500, 503, 429, 410, 504).
     #[arg(long, value_delimiter = ',', value_parser = parse_code)]
     pub error_codes: Vec<u16>,
+    /// Inject errors only into these request kinds: watch, list, get, create, update,
+    /// patch, delete (default: every API request).
+    #[arg(long, value_delimiter = ',', value_parser = parse_kind)]
+    pub error_only: Vec<String>,
+    /// PREFIX:CODE:MESSAGE: refuse every PUT/PATCH of objects named PREFIX* with 422
+    /// (Invalid) or 400 (BadRequest).
+    #[arg(long, value_parser = parse_rejection)]
+    pub reject_writes: Option<Rejection>,
+    /// HTTP method of requests that are read and never answered (with --hang-count).
+    #[arg(long, value_parser = parse_method, requires = "hang_count")]
+    pub hang_method: Option<String>,
+    /// How many requests of --hang-method hang.
+    #[arg(long, requires = "hang_method")]
+    pub hang_count: Option<u32>,
     /// Retry-After seconds on 429 and 503.
     #[arg(long, default_value_t = 1)]
     pub retry_after: u64,
@@ -89,8 +106,26 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
 
 fn parse_code(s: &str) -> Result<u16, String> {
     match s.trim().parse::<u16>() {
-        Ok(c @ (500 | 503 | 429)) => Ok(c),
-        _ => Err(format!("{s:?} is not one of 500, 503, 429")),
+        Ok(c) if ERROR_CODES.contains(&c) => Ok(c),
+        _ => Err(format!("{s:?} is not one of 500, 503, 429, 410, 504")),
+    }
+}
+
+fn parse_kind(s: &str) -> Result<String, String> {
+    let k = s.trim();
+    if REQUEST_KINDS.contains(&k) {
+        Ok(k.to_string())
+    } else {
+        Err(format!("{s:?} is not one of {}", REQUEST_KINDS.join(", ")))
+    }
+}
+
+fn parse_method(s: &str) -> Result<String, String> {
+    let m = s.trim().to_ascii_uppercase();
+    if HANG_METHODS.contains(&m.as_str()) {
+        Ok(m)
+    } else {
+        Err(format!("{s:?} is not one of {}", HANG_METHODS.join(", ")))
     }
 }
 
@@ -113,11 +148,15 @@ impl Cli {
             faults: Faults {
                 error_fraction: self.error_fraction,
                 error_codes: self.error_codes.clone(),
+                error_only: self.error_only.clone(),
                 retry_after_secs: self.retry_after,
                 latency: self.latency,
                 cut_watch_after: self.cut_watch_after,
                 cut_watch_probability: self.cut_watch_probability,
                 malformed_watch_probability: self.malformed_watch_probability,
+                reject_writes: self.reject_writes.clone(),
+                hang_method: self.hang_method.clone(),
+                hang_count: self.hang_count.unwrap_or(0),
             },
             seed: self.seed,
             down_at_start: self.down_at_start,

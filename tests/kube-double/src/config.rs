@@ -73,13 +73,51 @@ impl FromStr for InitializerRule {
     }
 }
 
-/// Faults injected into API requests (never into `/_double/*` control routes).
+/// A validating admission (a webhook, a ValidatingAdmissionPolicy, or the strategy's own
+/// validation) that refuses every update of some objects: see [`Faults::reject_writes`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rejection {
+    /// Objects whose name starts with this are refused (must not be empty).
+    pub name_prefix: String,
+    /// 422 (`Invalid`, with `details.causes`) or 400 (`BadRequest`, no details).
+    #[serde(default = "Rejection::default_code")]
+    pub code: u16,
+    /// The detail: `Pod "p" is invalid: spec: Forbidden: <message>` for 422, the whole
+    /// message for 400.
+    #[serde(default)]
+    pub message: String,
+}
+
+impl Rejection {
+    fn default_code() -> u16 {
+        422
+    }
+}
+
+/// Request kinds `Faults::error_only` can name: the verbs of the API server's RequestInfo
+/// (`staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`).
+pub const REQUEST_KINDS: [&str; 7] = [
+    "watch", "list", "get", "create", "update", "patch", "delete",
+];
+
+/// HTTP methods `Faults::hang_method` can name.
+pub const HANG_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/// Codes `Faults::error_codes` can name.
+pub const ERROR_CODES: [u16; 5] = [500, 503, 429, 410, 504];
+
+/// Faults injected into API requests (never into `/_double/*` control routes, never into
+/// the library's own `Double::create/update/patch/…`).
 #[derive(Clone, Debug, Default)]
 pub struct Faults {
     /// Fraction (0..=1) of API requests answered with one of `error_codes`.
     pub error_fraction: f64,
-    /// Codes to pick from; empty means `[500, 503, 429]`.
+    /// Codes to pick from (500, 503, 429, 410, 504); empty means `[500, 503, 429]`.
     pub error_codes: Vec<u16>,
+    /// Limits `error_fraction` to these request kinds: `watch`, `list`, `get`, `create`,
+    /// `update`, `patch`, `delete`; empty means every API request (discovery included).
+    pub error_only: Vec<String>,
     /// `Retry-After` seconds on 429 and 503 answers.
     pub retry_after_secs: u64,
     /// Added before every API response.
@@ -90,6 +128,14 @@ pub struct Faults {
     pub cut_watch_probability: f64,
     /// Probability of sending a malformed line before each watch event.
     pub malformed_watch_probability: f64,
+    /// Refuse every PUT/PATCH of the main resource (not create, delete or `/status`) of
+    /// objects whose name has this prefix, after the patch applied; nothing is stored.
+    pub reject_writes: Option<Rejection>,
+    /// HTTP method (`GET`, `POST`, `PUT`, `PATCH`, `DELETE`) of requests that are read
+    /// completely and never answered (a half-open connection behind a load balancer).
+    pub hang_method: Option<String>,
+    /// How many more requests of `hang_method` hang; decremented as each one does.
+    pub hang_count: u32,
 }
 
 /// Wire form of [`Faults`] for `PUT /_double/faults` (durations in milliseconds).
@@ -98,11 +144,15 @@ pub struct Faults {
 pub struct FaultsWire {
     pub error_fraction: f64,
     pub error_codes: Vec<u16>,
+    pub error_only: Vec<String>,
     pub retry_after_secs: u64,
     pub latency_ms: u64,
     pub cut_watch_after: Option<u32>,
     pub cut_watch_probability: f64,
     pub malformed_watch_probability: f64,
+    pub reject_writes: Option<Rejection>,
+    pub hang_method: Option<String>,
+    pub hang_count: u32,
 }
 
 impl From<FaultsWire> for Faults {
@@ -110,11 +160,15 @@ impl From<FaultsWire> for Faults {
         Faults {
             error_fraction: w.error_fraction,
             error_codes: w.error_codes,
+            error_only: w.error_only,
             retry_after_secs: w.retry_after_secs,
             latency: Duration::from_millis(w.latency_ms),
             cut_watch_after: w.cut_watch_after,
             cut_watch_probability: w.cut_watch_probability,
             malformed_watch_probability: w.malformed_watch_probability,
+            reject_writes: w.reject_writes,
+            hang_method: w.hang_method,
+            hang_count: w.hang_count,
         }
     }
 }
@@ -124,11 +178,15 @@ impl From<&Faults> for FaultsWire {
         FaultsWire {
             error_fraction: f.error_fraction,
             error_codes: f.error_codes.clone(),
+            error_only: f.error_only.clone(),
             retry_after_secs: f.retry_after_secs,
             latency_ms: u64::try_from(f.latency.as_millis()).unwrap_or(u64::MAX),
             cut_watch_after: f.cut_watch_after,
             cut_watch_probability: f.cut_watch_probability,
             malformed_watch_probability: f.malformed_watch_probability,
+            reject_writes: f.reject_writes.clone(),
+            hang_method: f.hang_method.clone(),
+            hang_count: f.hang_count,
         }
     }
 }
@@ -141,6 +199,12 @@ impl Faults {
         } else {
             self.error_codes.clone()
         }
+    }
+
+    /// Whether `error_fraction` applies to a request of this kind (`None`: not a
+    /// resource request, e.g. discovery).
+    pub fn errors_apply_to(&self, kind: Option<&str>) -> bool {
+        self.error_only.is_empty() || kind.is_some_and(|k| self.error_only.iter().any(|o| o == k))
     }
 
     /// Checks the values are usable; returns a message saying what to fix.
@@ -158,9 +222,42 @@ impl Faults {
             }
         }
         for c in &self.error_codes {
-            if !matches!(c, 500 | 503 | 429) {
-                return Err(format!("error code {c} is not one of 500, 503, 429"));
+            if !ERROR_CODES.contains(c) {
+                return Err(format!(
+                    "error code {c} is not one of 500, 503, 429, 410, 504"
+                ));
             }
+        }
+        for k in &self.error_only {
+            if !REQUEST_KINDS.contains(&k.as_str()) {
+                return Err(format!(
+                    "error-only request kind {k:?} is not one of {}",
+                    REQUEST_KINDS.join(", ")
+                ));
+            }
+        }
+        if let Some(r) = &self.reject_writes {
+            if r.name_prefix.is_empty() {
+                return Err("reject-writes name prefix is empty".to_string());
+            }
+            if !matches!(r.code, 422 | 400) {
+                return Err(format!("reject-writes code {} is not 422 or 400", r.code));
+            }
+        }
+        match &self.hang_method {
+            Some(m) if !HANG_METHODS.iter().any(|h| h.eq_ignore_ascii_case(m)) => {
+                return Err(format!(
+                    "hang method {m:?} is not one of {}",
+                    HANG_METHODS.join(", ")
+                ));
+            }
+            None if self.hang_count > 0 => {
+                return Err(format!(
+                    "hang count {} needs a hang method",
+                    self.hang_count
+                ));
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -180,6 +277,7 @@ pub struct Config {
     pub history_window: usize,
     pub bookmark_interval: Duration,
     /// Bearer token to permissions (`"verb resource"`, `"*"`); `None` disables auth.
+    /// The table the double starts with; `Double::set_tokens` replaces it at run time.
     pub tokens: Option<HashMap<String, Vec<String>>>,
     pub faults: Faults,
     pub seed: u64,
@@ -255,14 +353,47 @@ pub fn parse_token(s: &str) -> Result<(String, Vec<String>), String> {
         .filter(|p| !p.is_empty())
         .map(str::to_string)
         .collect();
-    for p in &perms {
+    check_permissions(token, &perms)?;
+    Ok((token.to_string(), perms))
+}
+
+/// Each permission must be `*` or `VERB RESOURCE`.
+pub fn check_permissions(token: &str, perms: &[String]) -> Result<(), String> {
+    if token.is_empty() {
+        return Err("a token is empty".to_string());
+    }
+    for p in perms {
         if p != "*" && p.split_whitespace().count() != 2 {
             return Err(format!(
                 "token {token:?}: permission {p:?} must be \"*\" or \"VERB RESOURCE\""
             ));
         }
     }
-    Ok((token.to_string(), perms))
+    Ok(())
+}
+
+/// Parses `PREFIX:CODE:MESSAGE` (code 422 or 400; the message may contain colons).
+pub fn parse_rejection(s: &str) -> Result<Rejection, String> {
+    let mut it = s.splitn(3, ':');
+    let (Some(prefix), Some(code), message) = (it.next(), it.next(), it.next()) else {
+        return Err(format!("rejection {s:?}: expected PREFIX:CODE:MESSAGE"));
+    };
+    let code: u16 = code
+        .trim()
+        .parse()
+        .map_err(|_| format!("rejection {s:?}: code {code:?} is not 422 or 400"))?;
+    let r = Rejection {
+        name_prefix: prefix.to_string(),
+        code,
+        message: message.unwrap_or("").to_string(),
+    };
+    Faults {
+        reject_writes: Some(r.clone()),
+        ..Faults::default()
+    }
+    .validate()
+    .map_err(|e| format!("rejection {s:?}: {e}"))?;
+    Ok(r)
 }
 
 #[cfg(test)]
@@ -288,6 +419,59 @@ mod tests {
         assert_eq!(t, "abc");
         assert_eq!(p, vec!["get pods", "patch pods"]);
         assert!(parse_token("abc=get").is_err());
+        let r = parse_rejection("bad-:400:no: not now").unwrap();
+        assert_eq!(
+            (r.name_prefix.as_str(), r.code, r.message.as_str()),
+            ("bad-", 400, "no: not now")
+        );
+        assert!(parse_rejection("bad-:418:x").is_err());
+        assert!(parse_rejection(":422:x").is_err());
+        assert!(parse_rejection("bad-").is_err());
         assert_eq!("modern".parse::<Generation>(), Ok(Generation::Modern));
+    }
+
+    #[test]
+    fn faults_validate_new_fields() {
+        let ok = Faults {
+            error_codes: vec![410, 504],
+            error_only: vec!["watch".into(), "list".into()],
+            hang_method: Some("patch".into()),
+            hang_count: 2,
+            ..Faults::default()
+        };
+        assert_eq!(ok.validate(), Ok(()));
+        for bad in [
+            Faults {
+                error_only: vec!["deletecollection".into()],
+                ..Faults::default()
+            },
+            Faults {
+                hang_method: Some("TRACE".into()),
+                ..Faults::default()
+            },
+            Faults {
+                hang_count: 1,
+                ..Faults::default()
+            },
+            Faults {
+                reject_writes: Some(Rejection {
+                    name_prefix: "x".into(),
+                    code: 403,
+                    message: String::new(),
+                }),
+                ..Faults::default()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+        let w: FaultsWire =
+            serde_json::from_str(r#"{"rejectWrites": {"namePrefix": "p"}, "hangMethod": "GET", "hangCount": 1, "errorOnly": ["get"]}"#)
+                .unwrap();
+        let f = Faults::from(w);
+        assert_eq!(f.reject_writes.as_ref().map(|r| r.code), Some(422));
+        assert_eq!(f.hang_count, 1);
+        assert!(f.errors_apply_to(Some("get")));
+        assert!(!f.errors_apply_to(Some("list")));
+        assert!(!f.errors_apply_to(None));
     }
 }

@@ -8,11 +8,13 @@ use bytes::Bytes;
 use http::{Method, Response};
 use serde_json::{Value, json};
 
-use crate::config::FaultsWire;
+use crate::api;
+use crate::config::{FaultsWire, check_permissions};
 use crate::routes::{Body, error_response, json_response};
-use crate::server::Server;
+use crate::server::{Server, Spare};
 use crate::state::{RequestRecord, format_time_micro};
 use crate::status;
+use crate::store::Snapshot;
 
 pub fn record_json(r: &RequestRecord) -> Value {
     json!({
@@ -32,6 +34,7 @@ pub async fn handle(
     rest: &str,
     query: &HashMap<String, String>,
     body: &Bytes,
+    spare: Option<&Spare>,
 ) -> Response<Body> {
     let shared = &server.shared;
     let segs: Vec<&str> = rest.trim_matches('/').split('/').collect();
@@ -87,6 +90,59 @@ pub async fn handle(
             }
             Err(e) => error_response(&status::bad_request(format!("invalid faults: {e}"))),
         },
+        (&Method::GET, ["tokens"]) => {
+            let t = shared.tokens();
+            json_response(
+                200,
+                &serde_json::to_value(t.as_deref()).unwrap_or(Value::Null),
+            )
+        }
+        (&Method::PUT, ["tokens"]) => {
+            match serde_json::from_slice::<Option<HashMap<String, Vec<String>>>>(body) {
+                Ok(t) => {
+                    for (token, perms) in t.iter().flatten() {
+                        if let Err(e) = check_permissions(token, perms) {
+                            return error_response(&status::bad_request(e));
+                        }
+                    }
+                    shared.set_tokens(t);
+                    ok()
+                }
+                Err(e) => error_response(&status::bad_request(format!(
+                    "invalid tokens (an object of token to [\"verb resource\"], or null): {e}"
+                ))),
+            }
+        }
+        (&Method::POST, ["recreate", resource, ns, name]) => {
+            let Some(res) = shared.registry.by_key(resource).cloned() else {
+                return error_response(&status::path_not_found());
+            };
+            match api::recreate(shared, &res, ns, name) {
+                Ok(o) => json_response(200, &o),
+                Err(e) => error_response(&e),
+            }
+        }
+        (&Method::POST, ["snapshot"]) => {
+            let snap = shared.store.lock().snapshot();
+            let rv = snap.revision();
+            let id = shared.keep_snapshot(snap);
+            json_response(200, &json!({"id": id, "resourceVersion": rv.to_string()}))
+        }
+        (&Method::POST, ["restore"]) => {
+            let snap = match query.get("id").map(|s| s.parse::<usize>()) {
+                Some(Ok(id)) => match shared.kept_snapshot(id) {
+                    Some(s) => s,
+                    None => {
+                        return error_response(&status::bad_request(format!(
+                            "no snapshot with id {id}"
+                        )));
+                    }
+                },
+                _ => return error_response(&status::bad_request("restore needs ?id=N")),
+            };
+            restore(server, &snap, spare)
+        }
+        (&Method::POST, ["restore-empty"]) => restore(server, &Snapshot::default(), spare),
         (&Method::POST, ["expire"]) => {
             shared.store.lock().expire();
             ok()
@@ -106,4 +162,23 @@ pub async fn handle(
         }
         _ => error_response(&status::path_not_found()),
     }
+}
+
+/// Restores the store and aborts every connection but this one, which carries the
+/// answer and then closes: the caller can open new connections at once.
+fn restore(server: &Arc<Server>, snap: &Snapshot, spare: Option<&Spare>) -> Response<Body> {
+    server.shared.store.lock().restore(snap);
+    if let Some(s) = spare {
+        s.set();
+    }
+    server.drop_connections();
+    let mut r = json_response(
+        200,
+        &json!({"ok": true, "resourceVersion": snap.revision().to_string()}),
+    );
+    r.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    r
 }

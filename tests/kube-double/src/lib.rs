@@ -21,6 +21,7 @@ pub mod store;
 pub mod table;
 pub mod watch;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -29,9 +30,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::net::TcpListener;
 
-pub use config::{Config, Faults, Generation, InitializerRule};
+pub use config::{Config, Faults, Generation, InitializerRule, Rejection};
 pub use state::RequestRecord;
-pub use store::Change;
+pub use store::{Change, Snapshot};
 
 use api::Subresource;
 use auth::Caller;
@@ -161,6 +162,7 @@ impl Double {
             object,
             &Caller::everything(),
             sub,
+            None,
         )
         .map(|o| (*o).clone())
         .map_err(|e| e.status)
@@ -188,6 +190,7 @@ impl Double {
             &body,
             &Caller::everything(),
             Subresource::Main,
+            None,
         )
         .map(|o| (*o).clone())
         .map_err(|e| e.status)
@@ -198,6 +201,49 @@ impl Double {
         api::delete(self.shared(), &res, namespace, name, None)
             .map(|o| (*o).clone())
             .map_err(|e| e.status)
+    }
+
+    /// Deletes the object at once (one DELETED event; finalizers and preconditions are
+    /// not honoured) and creates it again from its stored state without the server-set
+    /// fields (uid, resourceVersion, creationTimestamp, generation, status, deletion
+    /// fields): a new uid, and admission as for any create (legacy: pending initializers
+    /// filled from the rules again; modern pods: the scheduling gates they were created
+    /// with, so gated again), as a controller replacing a pod from its template would.
+    /// Returns the new object, or the Status (404 when there is no such object).
+    pub fn recreate(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, Value> {
+        let res = self.resource(resource)?;
+        api::recreate(self.shared(), &res, namespace, name)
+            .map(|o| (*o).clone())
+            .map_err(|e| e.status)
+    }
+
+    /// The objects of every resource and the store's revision, as an etcd snapshot
+    /// (cheap: objects are shared, not copied).
+    pub fn snapshot(&self) -> Snapshot {
+        self.shared().store.lock().snapshot()
+    }
+
+    /// etcd restored from `snapshot` and the API server restarted: every object and the
+    /// revision go back to the snapshot's (possibly backwards; `Snapshot::default()` is
+    /// the empty start, revision 0), the change log is cleared (watches and continue
+    /// tokens from before the snapshot's revision get 410), and every open connection is
+    /// aborted while the listener keeps accepting. A watch from a revision above the
+    /// restored one is accepted and stays silent until the revision passes it.
+    pub fn restore(&self, snapshot: &Snapshot) {
+        self.shared().store.lock().restore(snapshot);
+        self.server.drop_connections();
+    }
+
+    /// Replaces the token table at run time (RBAC catching up); `None` disables
+    /// authentication. Requests already authenticated keep their permissions; a token
+    /// no longer in the table gets 401, a permission removed the RBAC-style 403.
+    pub fn set_tokens(&self, tokens: Option<HashMap<String, Vec<String>>>) {
+        self.shared().set_tokens(tokens);
+    }
+
+    /// The token table now in force.
+    pub fn tokens(&self) -> Option<HashMap<String, Vec<String>>> {
+        self.shared().tokens().map(|t| (*t).clone())
     }
 
     /// The object, initialized or not.

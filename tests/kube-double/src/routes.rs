@@ -81,7 +81,8 @@ pub async fn handle(server: Arc<Server>, req: Request<Incoming>) -> Response<Bod
         .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default();
     if let Some(rest) = path.strip_prefix("/_double/") {
-        return control::handle(&server, &parts.method, rest, &query, &body).await;
+        let spare = parts.extensions.get::<crate::server::Spare>();
+        return control::handle(&server, &parts.method, rest, &query, &body, spare).await;
     }
     let shared = server.shared.clone();
     let record = RequestRecord {
@@ -113,21 +114,43 @@ async fn respond(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Response<Body> {
+    if shared.take_hang(method.as_str()) {
+        // Read completely, never answered: a half-open connection through a load
+        // balancer. Not logged (never answered); the future is dropped when the client
+        // closes the connection (hyper sees the EOF mid-message) or the double stops.
+        std::future::pending::<()>().await;
+    }
     let faults = shared.faults();
     if !faults.latency.is_zero() {
         tokio::time::sleep(faults.latency).await;
     }
-    if shared.chance(faults.error_fraction) {
+    if faults.error_fraction > 0.0
+        && faults.errors_apply_to(request_kind(method, path, query))
+        && shared.chance(faults.error_fraction)
+    {
         let code = shared.pick(&faults.codes()).unwrap_or(500);
+        let generation = shared.config.generation;
         let e = match code {
             429 => status::too_many_requests(faults.retry_after_secs),
             503 => status::service_unavailable(faults.retry_after_secs),
+            410 => {
+                let requested = parse_rv(query).ok().flatten().unwrap_or(0);
+                status::injected_gone(generation, requested, shared.store.lock().revision())
+            }
+            504 => status::injected_timeout(
+                generation,
+                matches!(
+                    *method,
+                    Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+                ),
+            ),
             _ => status::internal("injected fault"),
         };
         return error_response(&e);
     }
+    let tokens = shared.tokens();
     let caller = match auth::authenticate(
-        shared.config.tokens.as_ref(),
+        tokens.as_deref(),
         headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok()),
@@ -139,6 +162,42 @@ async fn respond(
         Ok(r) => r,
         Err(e) => error_response(&e),
     }
+}
+
+/// The request's verb as the API server's RequestInfo names it (`watch`, `list`, `get`,
+/// `create`, `update`, `patch`, `delete`, `deletecollection`); `None` for requests that
+/// are not resource requests (discovery, `/version`, health). See
+/// `staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`: a GET without a
+/// name is `list`, or `watch` with `?watch`; a DELETE without a name `deletecollection`.
+pub fn request_kind(
+    method: &Method,
+    path: &str,
+    query: &HashMap<String, String>,
+) -> Option<&'static str> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match segs.as_slice() {
+        ["api", _, rest @ ..] if !rest.is_empty() => rest,
+        ["apis", _, _, rest @ ..] if !rest.is_empty() => rest,
+        _ => return None,
+    };
+    // namespaces/NS/plural[/name[/sub]] or plural[/name[/sub]] (namespaces/NS is itself
+    // an object of the namespaces collection).
+    let parts = match rest {
+        ["namespaces", _, tail @ ..] if !tail.is_empty() => tail,
+        _ => rest,
+    };
+    let named = parts.len() >= 2;
+    Some(match (method, named) {
+        (&Method::GET | &Method::HEAD, true) => "get",
+        (&Method::GET | &Method::HEAD, false) if flag(query, "watch") => "watch",
+        (&Method::GET | &Method::HEAD, false) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
+        _ => return None,
+    })
 }
 
 fn flag(query: &HashMap<String, String>, key: &str) -> bool {
@@ -448,7 +507,9 @@ async fn resource(
                 Method::PUT => {
                     caller.check("update", &res, sub_name, Some(ns), name)?;
                     let obj = body_json(body)?;
-                    let out = api::update(shared, &res, ns, name, obj, caller, sub)?;
+                    let reject = shared.faults().reject_writes;
+                    let out =
+                        api::update(shared, &res, ns, name, obj, caller, sub, reject.as_ref())?;
                     Ok(ok_object(200, &out, table.as_ref(), &res))
                 }
                 Method::PATCH => {
@@ -458,7 +519,18 @@ async fn resource(
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or("");
                     let kind = PatchType::from_content_type(ct)?;
-                    let out = api::patch(shared, &res, ns, name, kind, body, caller, sub)?;
+                    let reject = shared.faults().reject_writes;
+                    let out = api::patch(
+                        shared,
+                        &res,
+                        ns,
+                        name,
+                        kind,
+                        body,
+                        caller,
+                        sub,
+                        reject.as_ref(),
+                    )?;
                     Ok(ok_object(200, &out, table.as_ref(), &res))
                 }
                 Method::DELETE if sub == Subresource::Main => {

@@ -3,6 +3,7 @@
 
 use std::convert::Infallible;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,6 +22,22 @@ pub struct Server {
     control: Mutex<Control>,
     /// Bumped on every stop: connections of an older epoch abort.
     epoch: watch::Sender<u64>,
+}
+
+/// Put in every request's extensions: set by a control route that aborts every
+/// connection (a restore) so that its own connection survives to carry the answer,
+/// which then closes it (`Connection: close`).
+#[derive(Clone, Default)]
+pub struct Spare(Arc<AtomicBool>);
+
+impl Spare {
+    pub fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    fn take(&self) -> bool {
+        self.0.swap(false, Ordering::SeqCst)
+    }
 }
 
 #[derive(Default)]
@@ -67,20 +84,32 @@ impl Server {
             let mut epoch = self.epoch.subscribe();
             tokio::spawn(async move {
                 let shared = me.clone();
-                let svc = service_fn(move |req| {
+                let spare = Spare::default();
+                let mark = spare.clone();
+                let svc = service_fn(move |mut req| {
                     let server = shared.clone();
+                    req.extensions_mut().insert(mark.clone());
                     async move { Ok::<_, Infallible>(routes::handle(server, req).await) }
                 });
                 let conn = http1::Builder::new()
                     .keep_alive(true)
                     .serve_connection(TokioIo::new(stream), svc);
-                tokio::select! {
-                    r = conn => {
-                        if let Err(e) = r {
-                            tracing::debug!("connection ended: {e}");
+                tokio::pin!(conn);
+                loop {
+                    tokio::select! {
+                        r = &mut conn => {
+                            if let Err(e) = r {
+                                tracing::debug!("connection ended: {e}");
+                            }
+                            break;
+                        }
+                        r = epoch.changed() => {
+                            // Dropping `conn` aborts the connection and every request on it.
+                            if r.is_err() || !spare.take() {
+                                break;
+                            }
                         }
                     }
-                    _ = epoch.changed() => {}
                 }
             });
         }
@@ -103,6 +132,11 @@ impl Server {
             t.abort();
         }
         drop(c);
+        self.epoch.send_modify(|e| *e += 1);
+    }
+
+    /// Aborts every open connection (an API server restart) but keeps listening.
+    pub fn drop_connections(&self) {
         self.epoch.send_modify(|e| *e += 1);
     }
 

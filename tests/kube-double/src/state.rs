@@ -1,12 +1,16 @@
 // State shared by the HTTP server and the library handle: config, store, faults, request log.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use crate::config::{Config, Faults};
 use crate::resources::Registry;
-use crate::store::Store;
+use crate::store::{Snapshot, Store};
+
+/// Bearer token to permissions; `None` disables authentication.
+pub type Tokens = Option<Arc<HashMap<String, Vec<String>>>>;
 
 /// One request the double received.
 #[derive(Clone, Debug)]
@@ -26,8 +30,11 @@ pub struct Shared {
     pub store: Store,
     pub addr: SocketAddr,
     faults: Mutex<Faults>,
+    tokens: Mutex<Tokens>,
     rng: Mutex<fastrand::Rng>,
     requests: Mutex<Vec<RequestRecord>>,
+    /// Snapshots taken over `POST /_double/snapshot`, by id (index).
+    snapshots: Mutex<Vec<Snapshot>>,
 }
 
 fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -40,8 +47,10 @@ impl Shared {
             registry: Registry::from_config(&config),
             store: Store::new(config.history_window),
             faults: Mutex::new(config.faults.clone()),
+            tokens: Mutex::new(config.tokens.clone().map(Arc::new)),
             rng: Mutex::new(fastrand::Rng::with_seed(config.seed)),
             requests: Mutex::new(Vec::new()),
+            snapshots: Mutex::new(Vec::new()),
             addr,
             config,
         }
@@ -53,6 +62,39 @@ impl Shared {
 
     pub fn set_faults(&self, f: Faults) {
         *relock(&self.faults) = f;
+    }
+
+    /// True when a request with this method must hang: takes one from `hang_count`.
+    pub fn take_hang(&self, method: &str) -> bool {
+        let mut f = relock(&self.faults);
+        let hit = f.hang_count > 0
+            && f.hang_method
+                .as_deref()
+                .is_some_and(|m| m.eq_ignore_ascii_case(method));
+        if hit {
+            f.hang_count -= 1;
+        }
+        hit
+    }
+
+    /// The token table now in force (cheap: shared).
+    pub fn tokens(&self) -> Tokens {
+        relock(&self.tokens).clone()
+    }
+
+    pub fn set_tokens(&self, tokens: Option<HashMap<String, Vec<String>>>) {
+        *relock(&self.tokens) = tokens.map(Arc::new);
+    }
+
+    /// Keeps a snapshot for the control routes; returns its id.
+    pub fn keep_snapshot(&self, s: Snapshot) -> usize {
+        let mut all = relock(&self.snapshots);
+        all.push(s);
+        all.len() - 1
+    }
+
+    pub fn kept_snapshot(&self, id: usize) -> Option<Snapshot> {
+        relock(&self.snapshots).get(id).cloned()
     }
 
     /// A uniform draw in [0, 1) from the seeded generator.

@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::config::Generation;
 use crate::resources::ResourceInfo;
 
 /// An API error: the HTTP code is the Status's `code`.
@@ -346,4 +347,62 @@ pub fn from_result(result: &Value) -> ApiError {
         s.insert("code".into(), json!(500));
     }
     err(Value::Object(s))
+}
+
+/// A write refused by validation or a validating admission (`Faults::reject_writes`).
+/// 422 is apimachinery's `errors.NewInvalid(qualifiedKind, name, field.ErrorList{
+/// field.Forbidden(field.NewPath("spec"), message)})`: `Pod "p" is invalid: spec:
+/// Forbidden: <message>`, details {name, group, kind: the Kind, causes}
+/// (`staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go`, 1.13.12 and 1.33.4).
+/// 400 is `errors.NewBadRequest(message)`: reason `BadRequest`, no details.
+pub fn rejected(res: &ResourceInfo, name: &str, code: u16, message: &str) -> ApiError {
+    if code == 400 {
+        bad_request(message)
+    } else {
+        invalid(res, name, &[Cause::forbidden("spec", message)])
+    }
+}
+
+/// An injected 410 for a request from `requested` while the store is at `current`:
+/// the watch cache's `too old resource version: N (M)` text. 1.13.12 builds it with
+/// `errors.NewGone` (reason `Gone`), 1.33.4 with `errors.NewResourceExpired` (reason
+/// `Expired`); neither has details (`pkg/storage/cacher/watch_cache.go`,
+/// `GetAllEventsSinceThreadUnsafe` / `getAllEventsSinceLocked`).
+pub fn injected_gone(generation: Generation, requested: u64, current: u64) -> ApiError {
+    let reason = match generation {
+        Generation::Legacy => "Gone",
+        Generation::Modern => "Expired",
+    };
+    err(status(
+        410,
+        reason,
+        format!("too old resource version: {requested} ({current})"),
+        None,
+    ))
+}
+
+/// An injected 504, as `errors.NewTimeoutError(message, 0)` words it (details `{}`).
+/// Writes (`create`, `update`, `patch`, `delete`) time out in the handler's finisher:
+/// 1.13.12 `finishRequest` says "request did not complete within requested timeout 30s"
+/// (`pkg/endpoints/handlers/rest.go`, the default `?timeout=`), 1.33.4 `FinishRequest`
+/// says "request did not complete within requested timeout - context deadline exceeded"
+/// (`pkg/endpoints/handlers/finisher/finisher.go`). Other requests time out in the
+/// `WithTimeoutForNonLongRunningRequests` filter (`pkg/server/filters/timeout.go`):
+/// 1.13.12 "request did not complete within 1m0s" (the default `--request-timeout`),
+/// 1.33.4 "request did not complete within the allotted timeout".
+pub fn injected_timeout(generation: Generation, write: bool) -> ApiError {
+    let message = match (generation, write) {
+        (Generation::Legacy, true) => "request did not complete within requested timeout 30s",
+        (Generation::Legacy, false) => "request did not complete within 1m0s",
+        (Generation::Modern, true) => {
+            "request did not complete within requested timeout - context deadline exceeded"
+        }
+        (Generation::Modern, false) => "request did not complete within the allotted timeout",
+    };
+    err(status(
+        504,
+        "Timeout",
+        format!("Timeout: {message}"),
+        Some(json!({})),
+    ))
 }

@@ -63,7 +63,36 @@ pub struct Inner {
     history: HashMap<(String, String, String), Vec<Change>>,
     /// Statuses of objects deleted because an initializer set `result`, by uid.
     failed: HashMap<String, Value>,
+    /// What an object's template held at creation, by uid, for `recreate` (modern pods'
+    /// `spec.schedulingGates`, which updates may only remove).
+    created_with: HashMap<String, Value>,
     notify: watch::Sender<u64>,
+}
+
+/// The objects of every resource and the store's revision at one moment, as an etcd
+/// snapshot holds them. Cheap to take and to clone (objects are shared).
+/// `Snapshot::default()` is the state at start: no objects, revision 0.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    revision: u64,
+    objects: HashMap<String, BTreeMap<Key, Arc<Value>>>,
+    created_with: HashMap<String, Value>,
+}
+
+impl Snapshot {
+    /// The store revision the snapshot was taken at.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// How many objects it holds, every resource together.
+    pub fn len(&self) -> usize {
+        self.objects.values().map(BTreeMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 pub struct Store {
@@ -96,6 +125,7 @@ impl Store {
                 continue_floor: 0,
                 history: HashMap::new(),
                 failed: HashMap::new(),
+                created_with: HashMap::new(),
                 notify: notify.clone(),
             }),
             notify,
@@ -247,6 +277,9 @@ impl Inner {
             .objects
             .get_mut(resource)?
             .remove(&(namespace.to_string(), name.to_string()))?;
+        if let Some(uid) = prev.pointer("/metadata/uid").and_then(Value::as_str) {
+            self.created_with.remove(uid);
+        }
         self.rv += 1;
         let mut last = last.unwrap_or_else(|| (*prev).clone());
         stamp(&mut last, self.rv);
@@ -296,6 +329,41 @@ impl Inner {
             .unwrap_or_default()
     }
 
+    /// Remembers what the object with this uid was created with (see `created_with`).
+    pub fn set_created_with(&mut self, uid: &str, template: Value) {
+        self.created_with.insert(uid.to_string(), template);
+    }
+
+    pub fn created_with(&self, uid: &str) -> Option<&Value> {
+        self.created_with.get(uid)
+    }
+
+    /// Every object and the revision, sharing the stored objects.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            revision: self.rv,
+            objects: self.objects.clone(),
+            created_with: self.created_with.clone(),
+        }
+    }
+
+    /// etcd restored from a snapshot (or an API server restarted on an empty etcd): every
+    /// object and the revision go back to the snapshot's, even when that is backwards.
+    /// The change log is cleared and every older revision is too old: a watch or a
+    /// continue token from before the snapshot's revision gets 410, one from a revision
+    /// at or above it is accepted (a watch then waits for the revision to pass it).
+    /// Per-object history is kept: it records what happened.
+    pub fn restore(&mut self, snapshot: &Snapshot) {
+        self.objects = snapshot.objects.clone();
+        self.created_with = snapshot.created_with.clone();
+        self.rv = snapshot.revision;
+        self.log.clear();
+        self.expired_through = snapshot.revision;
+        self.continue_floor = snapshot.revision;
+        self.failed.clear();
+        self.notify.send_replace(self.rv);
+    }
+
     pub fn set_failed(&mut self, uid: &str, status: Value) {
         self.failed.insert(uid.to_string(), status);
     }
@@ -334,5 +402,26 @@ mod tests {
             s.get("pods", "a", "y").unwrap()["metadata"]["resourceVersion"],
             "2"
         );
+    }
+
+    #[test]
+    fn snapshot_and_restore_go_back() {
+        let store = Store::new(100);
+        let mut s = store.lock();
+        s.put("pods", "a", "x", json!({"metadata": {"name": "x"}}));
+        let snap = s.snapshot();
+        s.put("pods", "a", "y", json!({"metadata": {"name": "y"}}));
+        s.remove("pods", "a", "x");
+        assert_eq!(s.revision(), 3);
+        s.restore(&snap);
+        assert_eq!((s.revision(), snap.revision(), snap.len()), (1, 1, 1));
+        assert!(s.get("pods", "a", "x").is_some());
+        assert!(s.get("pods", "a", "y").is_none());
+        assert!(s.events_after(0, 10).is_err());
+        assert!(s.events_after(3, 10).unwrap().is_empty());
+        s.put("pods", "a", "z", json!({"metadata": {"name": "z"}}));
+        assert_eq!(s.revision(), 2);
+        s.restore(&Snapshot::default());
+        assert_eq!((s.revision(), s.count("pods")), (0, 0));
     }
 }

@@ -156,6 +156,16 @@ impl Watcher {
                     Ok((inner.revision(), objs))
                 }
                 Some(n) if n < inner.expired_through() => Err((n, inner.expired_through())),
+                // A revision above the store's (etcd restored from a snapshot, or a
+                // client that saw another server) is accepted and stays silent until
+                // the store passes it, then sends only changes after it: the watch
+                // cache finds no event above N and its watcher drops events with
+                // `ResourceVersion <= N`; only a `sendInitialEvents` watch waits for
+                // freshness. Kubernetes 1.13.12 `Cacher.Watch`, `cacheWatcher.process`
+                // (`staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`) and
+                // `GetAllEventsSinceThreadUnsafe` (`watch_cache.go`); 1.33.4
+                // `waitUntilWatchCacheFreshAndForceAllEvents`, `getAllEventsSinceLocked`
+                // and `cacheWatcher.processInterval` (`cache_watcher.go`).
                 Some(n) => Ok((n, Vec::new())),
             }
         };
@@ -203,7 +213,7 @@ impl Watcher {
                     }
                 }
                 _ = ticks.tick(), if self.req.bookmarks => {
-                    self.bookmark(cursor).await?;
+                    self.bookmark_if_reached(cursor).await?;
                 }
                 _ = tokio::time::sleep_until(sleep_until) => {
                     if deadline.is_some() {
@@ -218,8 +228,18 @@ impl Watcher {
     /// Timeout reached: a last bookmark if asked for, then a clean end of stream.
     async fn finish(&mut self, cursor: u64) -> Result<(), Stop> {
         if self.req.bookmarks {
-            self.bookmark(cursor).await?;
+            self.bookmark_if_reached(cursor).await?;
         }
         Ok(())
+    }
+
+    /// No bookmark while the store is still below a watch's future revision N: the real
+    /// watcher filters bookmarks like any event (1.13.12 `cacheWatcher.process`: only
+    /// `ResourceVersion > N`; 1.33.4 also lets one bookmark at exactly N through).
+    async fn bookmark_if_reached(&mut self, cursor: u64) -> Result<(), Stop> {
+        if cursor > self.shared.store.lock().revision() {
+            return Ok(());
+        }
+        self.bookmark(cursor).await
     }
 }

@@ -20,6 +20,11 @@ fn bad_flag_values_exit_2_with_a_message() {
         vec!["--post-timeout", "soon"],
         vec!["--initializer", "nameonly"],
         vec!["--token", "abc=get"],
+        vec!["--error-codes", "410,502"],
+        vec!["--error-only", "watch,deletecollection"],
+        vec!["--reject-writes", "bad-:403:no"],
+        vec!["--reject-writes", ":422:no"],
+        vec!["--hang-method", "TRACE", "--hang-count", "1"],
     ] {
         let out = Command::new(BIN).args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -112,4 +117,56 @@ async fn runs_with_flags_and_control_routes() {
     assert_eq!(r.status, 200);
     assert_eq!(c.get("/_double/faults").await.json()["latencyMs"], 200);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn failure_mode_flags() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let _child = Child(
+        Command::new(BIN)
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--error-codes",
+                "410,504",
+                "--error-only",
+                "watch,list",
+                "--reject-writes",
+                "bad-:400:no: not now",
+                "--hang-method",
+                "patch",
+                "--hang-count",
+                "2",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let c = Client::new(&format!("http://127.0.0.1:{port}"));
+    tokio::time::timeout(common::WAIT, async {
+        while c
+            .try_request("GET", "/_double/faults", None, None, None)
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("binary did not start");
+    let f = c.get("/_double/faults").await.json();
+    assert_eq!(f["errorCodes"], json!([410, 504]));
+    assert_eq!(f["errorOnly"], json!(["watch", "list"]));
+    assert_eq!(
+        f["rejectWrites"],
+        json!({"namePrefix": "bad-", "code": 400, "message": "no: not now"})
+    );
+    assert_eq!(
+        (f["hangMethod"].as_str(), f["hangCount"].as_u64()),
+        (Some("PATCH"), Some(2))
+    );
 }
