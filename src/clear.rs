@@ -64,6 +64,7 @@ impl Clearer {
         let patch: json_patch::Patch =
             serde_json::from_value(patch).map_err(|e| Failure::from(kube::Error::SerdeError(e)))?;
         let api = self.target.api(&self.client, obj.namespace());
+        debug!(object = %obj.key(), names = %names.join(","), "patching");
         match api
             .patch(
                 obj.name(),

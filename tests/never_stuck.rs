@@ -1,0 +1,634 @@
+//! Never stuck: a labelled object never stays held back while the API server can be
+//! reached, against the ways real clusters answer during bootstrap and recovery. One test
+//! per failure mode (issue "Never stuck", rows 1 to 10), in both modes where it applies,
+//! each asserting what an operator would see: the object's end state on the server, the
+//! metric, the log line, the exit code, `/readyz`.
+
+mod common;
+
+use std::{collections::HashMap, time::Duration};
+
+use common::*;
+use kube_double::{Config, Faults, Rejection};
+use serde_json::Value;
+
+const INIT: &str = "podimage.example.com";
+const KUEUE: &str = "kueue.x-k8s.io/admission";
+const WAIT: Duration = Duration::from_secs(20);
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Gen {
+    Legacy,
+    Modern,
+}
+
+const BOTH: [Gen; 2] = [Gen::Legacy, Gen::Modern];
+
+impl Gen {
+    fn config(self) -> Config {
+        match self {
+            Gen::Legacy => {
+                let mut c = Config::legacy();
+                c.initializers = vec![kube_double::InitializerRule {
+                    name: INIT.into(),
+                    resources: vec!["pods".into()],
+                }];
+                c
+            }
+            Gen::Modern => Config::modern(),
+        }
+    }
+
+    async fn bed(self) -> Bed {
+        Bed::start(self.config()).await
+    }
+
+    /// A labelled object that is held back once created.
+    fn held(self, name: &str) -> Value {
+        match self {
+            Gen::Legacy => pod(name, true),
+            Gen::Modern => gated_pod(name, true, &[KUEUE]),
+        }
+    }
+
+    /// What holds the object back on the server now.
+    fn blocked(self, bed: &Bed, name: &str) -> Vec<String> {
+        let obj = bed
+            .double
+            .get("pods", "default", name)
+            .expect("object exists");
+        match self {
+            Gen::Legacy => pending_initializers(&obj),
+            Gen::Modern => gates(&obj),
+        }
+    }
+
+    /// Everything metainit needs, as `verb resource` entries for the double's RBAC.
+    fn all_perms(self) -> Vec<String> {
+        let mut p: Vec<String> = ["get pods", "list pods", "watch pods", "patch pods"]
+            .map(String::from)
+            .into();
+        p.push("create events".into());
+        if self == Gen::Legacy {
+            p.push("initialize pods".into());
+        }
+        p
+    }
+}
+
+fn tokens(perms: Vec<String>) -> Option<HashMap<String, Vec<String>>> {
+    Some([("user".to_string(), perms)].into())
+}
+
+fn uid(bed: &Bed, name: &str) -> String {
+    bed.double.get("pods", "default", name).unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The sum of every sample whose name and labels start with `prefix`.
+fn metric_sum(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Waits until the metric sum for `prefix` reaches `at_least`; returns the metrics text.
+async fn wait_metric(m: &Metainit, addr: &str, prefix: &str, at_least: f64) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let text = admin_get(addr, "/metrics").await.1;
+        if metric_sum(&text, prefix) >= at_least {
+            return text;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "{prefix} never reached {at_least}: {text}\n{:#?}",
+            m.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn wait_log(m: &Metainit, what: &str, check: impl Fn(&str) -> bool) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(l) = m.log().into_iter().find(|l| check(l)) {
+            return l;
+        }
+        assert!(start.elapsed() < WAIT, "no log line {what}: {:#?}", m.log());
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn wait_readyz(addr: &str, code: u16, body_has: &[&str]) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let (got, body) = admin_get(addr, "/readyz").await;
+        if got == code && body_has.iter().all(|w| body.contains(w)) {
+            return body;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "/readyz stayed {got} {body:?}, wanted {code} with {body_has:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Row 1: RBAC lands after metainit. 403s are retried with backoff and warned with the
+/// fix; the object is cleared within seconds of the permission arriving.
+#[tokio::test]
+async fn forbidden_until_rbac_lands_then_cleared_within_seconds() {
+    for g in BOTH {
+        let mut perms = g.all_perms();
+        perms.retain(|p| p != "patch pods" && p != "initialize pods");
+        let config = g.config();
+        let bed = Bed::as_user(
+            config,
+            &perms.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+        .await;
+        bed.double.create("pods", "default", g.held("p")).unwrap();
+        let m = bed.metainit(&[]);
+        let addr = m.admin_addr().await;
+        wait_metric(
+            &m,
+            &addr,
+            "metainit_clear_failures_total{reason=\"forbidden\"}",
+            2.0,
+        )
+        .await;
+        let warn = wait_log(&m, "warning with the fix", |l| {
+            l.contains("WARN") && l.contains("403 Forbidden") && l.contains("manifests/rbac.yaml")
+        })
+        .await;
+        assert!(warn.contains("default/p"), "{g:?}: {warn}");
+        assert!(!g.blocked(&bed, "p").is_empty(), "{g:?}");
+
+        let granted = std::time::Instant::now();
+        bed.double.set_tokens(tokens(g.all_perms()));
+        eventually("cleared after the grant", WAIT, || {
+            g.blocked(&bed, "p").is_empty()
+        })
+        .await;
+        assert!(
+            granted.elapsed() < Duration::from_secs(10),
+            "{g:?}: cleared {:?} after the grant",
+            granted.elapsed()
+        );
+        assert!(m.stop().await.success());
+    }
+}
+
+/// Row 2: a 422 with causes (admission, validation) or a 400 is a rejection: counted,
+/// warned, retried with backoff until it goes; a failed `test` (422 without causes)
+/// is a race. The object is cleared once the rejection is lifted.
+#[tokio::test]
+async fn rejected_patches_are_counted_warned_and_retried() {
+    for (g, code, text) in [
+        (Gen::Modern, 422, "422 Invalid"),
+        (Gen::Legacy, 400, "400 BadRequest"),
+    ] {
+        let bed = g.bed().await;
+        bed.double.set_faults(Faults {
+            reject_writes: Some(Rejection {
+                name_prefix: "p".into(),
+                code,
+                message: "denied by policy require-approval".into(),
+            }),
+            ..Faults::default()
+        });
+        bed.double.create("pods", "default", g.held("p")).unwrap();
+        let m = bed.metainit(&[]);
+        let addr = m.admin_addr().await;
+        wait_metric(
+            &m,
+            &addr,
+            "metainit_clear_failures_total{reason=\"rejected\"}",
+            2.0,
+        )
+        .await;
+        let warn = wait_log(&m, "the rejection warned", |l| {
+            l.contains("WARN") && l.contains(text) && l.contains("default/p")
+        })
+        .await;
+        assert!(warn.contains("denied by policy require-approval"), "{warn}");
+        assert!(!g.blocked(&bed, "p").is_empty());
+        bed.double.set_faults(Faults::default());
+        eventually("cleared after the rejection is lifted", WAIT, || {
+            g.blocked(&bed, "p").is_empty()
+        })
+        .await;
+        assert!(m.stop().await.success());
+    }
+}
+
+/// Row 3: `--once` against a rejection retries within the `--timeout` budget, with
+/// backoff, then exits 1 naming the object and the last error.
+#[tokio::test]
+async fn once_retries_within_its_budget_then_names_what_it_could_not_clear() {
+    for g in BOTH {
+        let bed = g.bed().await;
+        bed.double.set_faults(Faults {
+            reject_writes: Some(Rejection {
+                name_prefix: "stuck".into(),
+                code: 422,
+                message: "pod updates may not change fields other than spec.schedulingGates".into(),
+            }),
+            ..Faults::default()
+        });
+        bed.double
+            .create("pods", "default", g.held("stuck"))
+            .unwrap();
+        bed.double
+            .create("pods", "default", g.held("fine"))
+            .unwrap();
+        let started = std::time::Instant::now();
+        let mut m = bed.metainit(&["--once", "--timeout", "3s"]);
+        assert_eq!(m.wait(WAIT).await.code(), Some(1), "{g:?}: {:#?}", m.log());
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(10), "{g:?}: took {took:?}");
+        assert!(
+            m.out().contains("cleared 1,") && m.out().contains("failed 1"),
+            "{}",
+            m.out()
+        );
+        let last = wait_log(&m, "could not clear", |l| l.contains("could not clear")).await;
+        assert!(
+            last.contains("default/stuck")
+                && last.contains("422 Invalid")
+                && last.contains("may not change fields"),
+            "{last}"
+        );
+        let patches = bed
+            .patched()
+            .iter()
+            .filter(|p| *p == "default/stuck")
+            .count();
+        // 100 ms doubling within 3 s: about 5 attempts, never a tight loop.
+        assert!((2..=12).contains(&patches), "{g:?}: {patches} PATCHes");
+        assert!(g.blocked(&bed, "fine").is_empty());
+    }
+}
+
+/// Row 4: PATCHes accepted and never answered time out (`--request-timeout`), count as
+/// `timeout`, are retried, and never hold up clearing, even more of them than the
+/// concurrency.
+#[tokio::test]
+async fn unanswered_requests_time_out_and_are_retried() {
+    for g in BOTH {
+        let bed = g.bed().await;
+        bed.double.set_faults(Faults {
+            hang_method: Some("PATCH".into()),
+            hang_count: 6,
+            ..Faults::default()
+        });
+        for i in 0..8 {
+            bed.double
+                .create("pods", "default", g.held(&format!("p{i}")))
+                .unwrap();
+        }
+        let m = bed.metainit(&["--request-timeout", "1s", "--concurrency", "4"]);
+        let addr = m.admin_addr().await;
+        eventually("all cleared", WAIT, || {
+            (0..8).all(|i| g.blocked(&bed, &format!("p{i}")).is_empty())
+        })
+        .await;
+        let text = wait_metric(
+            &m,
+            &addr,
+            "metainit_clear_failures_total{reason=\"timeout\"}",
+            6.0,
+        )
+        .await;
+        assert_eq!(
+            metric_sum(&text, "metainit_clear_failures_total{reason=\"timeout\"}"),
+            6.0,
+            "{text}"
+        );
+        wait_log(&m, "the timeout warned", |l| {
+            l.contains("WARN") && l.contains("no answer within 1s")
+        })
+        .await;
+        assert!(m.stop().await.success());
+    }
+}
+
+/// Row 5: an object deleted and created again under the same name while its clear is
+/// being retried: the new object is the one worked on, and it is cleared.
+#[tokio::test]
+async fn an_object_recreated_under_its_name_is_cleared() {
+    for g in BOTH {
+        let bed = g.bed().await;
+        bed.double.set_faults(Faults {
+            reject_writes: Some(Rejection {
+                name_prefix: "web-0".into(),
+                code: 422,
+                message: "not yet".into(),
+            }),
+            ..Faults::default()
+        });
+        bed.double
+            .create("pods", "default", g.held("web-0"))
+            .unwrap();
+        let old = uid(&bed, "web-0");
+        let m = bed.metainit(&[]);
+        let addr = m.admin_addr().await;
+        wait_metric(
+            &m,
+            &addr,
+            "metainit_clear_failures_total{reason=\"rejected\"}",
+            1.0,
+        )
+        .await;
+        bed.double.recreate("pods", "default", "web-0").unwrap();
+        let new = uid(&bed, "web-0");
+        assert_ne!(old, new);
+        assert!(!g.blocked(&bed, "web-0").is_empty(), "held again");
+        bed.double.set_faults(Faults::default());
+        eventually("the new web-0 cleared", WAIT, || {
+            g.blocked(&bed, "web-0").is_empty()
+        })
+        .await;
+        assert_eq!(uid(&bed, "web-0"), new);
+        assert!(m.stop().await.success());
+    }
+}
+
+/// Row 6: the server's revision goes backwards (etcd restored from a snapshot). The
+/// watch resumes from a version the server has not reached and hears nothing; the
+/// resync relists, says so, and clears what was created since.
+#[tokio::test]
+async fn a_revision_that_goes_backwards_is_noticed_and_objects_cleared() {
+    for g in BOTH {
+        let bed = g.bed().await;
+        let snapshot = bed.double.snapshot();
+        let m = bed.metainit(&["--resync-period", "1s"]);
+        let addr = m.admin_addr().await;
+        wait_readyz(&addr, 200, &[]).await;
+        for i in 0..5 {
+            bed.double
+                .create("pods", "default", g.held(&format!("before{i}")))
+                .unwrap();
+        }
+        eventually("the first ones cleared", WAIT, || {
+            (0..5).all(|i| g.blocked(&bed, &format!("before{i}")).is_empty())
+        })
+        .await;
+        bed.double.restore(&snapshot);
+        bed.double
+            .create("pods", "default", g.held("after"))
+            .unwrap();
+        assert!(
+            bed.double.resource_version() < 10,
+            "the new object's revision is below what metainit saw"
+        );
+        eventually("the one created after the restore cleared", WAIT, || {
+            g.blocked(&bed, "after").is_empty()
+        })
+        .await;
+        wait_log(&m, "the backwards revision warned", |l| {
+            l.contains("WARN") && l.contains("revision went backwards")
+        })
+        .await;
+        wait_metric(
+            &m,
+            &addr,
+            "metainit_watch_restarts_total{cause=\"revision_backwards\"}",
+            1.0,
+        )
+        .await;
+        assert!(m.stop().await.success());
+    }
+}
+
+/// Row 7: the label is removed while the clearing PATCH is in flight: the patch tests the
+/// label as seen, so the object is left held, as its owner now wants.
+#[tokio::test]
+async fn a_label_removed_while_the_patch_is_in_flight_is_respected() {
+    for g in BOTH {
+        let bed = g.bed().await;
+        let m = bed.metainit(&[]);
+        let addr = m.admin_addr().await;
+        wait_readyz(&addr, 200, &[]).await;
+        // Every answer now takes 2 s: the window in which the label goes.
+        bed.double.set_faults(Faults {
+            latency: Duration::from_secs(2),
+            ..Faults::default()
+        });
+        bed.double.create("pods", "default", g.held("p")).unwrap();
+        wait_log(&m, "the PATCH sent", |l| {
+            l.contains("patching") && l.contains("default/p")
+        })
+        .await;
+        let mut obj = bed.double.get("pods", "default", "p").unwrap();
+        obj["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove(LABEL);
+        bed.double.update("pods", "default", obj).unwrap();
+        wait_metric(
+            &m,
+            &addr,
+            "metainit_clear_failures_total{reason=\"race\"}",
+            1.0,
+        )
+        .await;
+        bed.double.set_faults(Faults::default());
+        // Nothing more comes for it: it is no longer selected.
+        tokio::task::yield_now().await;
+        assert!(!g.blocked(&bed, "p").is_empty(), "{g:?}: cleared anyway");
+        let obj = bed.double.get("pods", "default", "p").unwrap();
+        assert!(obj["metadata"]["labels"].get(LABEL).is_none());
+        assert!(m.stop().await.success());
+    }
+}
+
+/// Row 8: `/readyz` follows the watch, not one object's PATCHes; a watch failure (403
+/// included) makes it 503 with the real reason.
+#[tokio::test]
+async fn readyz_follows_the_watch_with_the_real_reason() {
+    // A broken webhook fails every PATCH with 500: still ready.
+    let bed = Gen::Modern.bed().await;
+    bed.double.set_faults(Faults {
+        error_fraction: 1.0,
+        error_codes: vec![500],
+        error_only: vec!["patch".into()],
+        ..Faults::default()
+    });
+    bed.double
+        .create("pods", "default", Gen::Modern.held("p"))
+        .unwrap();
+    let m = bed.metainit(&[]);
+    let addr = m.admin_addr().await;
+    wait_metric(
+        &m,
+        &addr,
+        "metainit_clear_failures_total{reason=\"server_error\"}",
+        3.0,
+    )
+    .await;
+    assert_eq!(admin_get(&addr, "/readyz").await.0, 200);
+    bed.double.set_faults(Faults::default());
+    eventually("cleared", WAIT, || {
+        Gen::Modern.blocked(&bed, "p").is_empty()
+    })
+    .await;
+    assert!(m.stop().await.success());
+
+    // The user may not list yet: 503 saying so, then ready once RBAC lands.
+    for g in BOTH {
+        let mut perms = g.all_perms();
+        perms.retain(|p| p != "list pods");
+        let bed = Bed::as_user(
+            g.config(),
+            &perms.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+        .await;
+        bed.double.create("pods", "default", g.held("p")).unwrap();
+        let m = bed.metainit(&[]);
+        let addr = m.admin_addr().await;
+        let body = wait_readyz(&addr, 503, &["watch of pods failed", "403 Forbidden"]).await;
+        assert!(body.contains("manifests/rbac.yaml"), "{body}");
+        bed.double.set_tokens(tokens(g.all_perms()));
+        wait_readyz(&addr, 200, &[]).await;
+        eventually("cleared", WAIT, || g.blocked(&bed, "p").is_empty()).await;
+        wait_log(&m, "the recovery logged", |l| l.contains("watch recovered")).await;
+        assert!(m.stop().await.success());
+    }
+}
+
+/// Row 9: a forced mode that the server's version cannot have is refused (exit 2),
+/// never a false all-clear.
+#[tokio::test]
+async fn a_forced_mode_the_server_cannot_have_exits_2() {
+    for (g, mode, says) in [
+        (Gen::Modern, "initializers", "has no initializers"),
+        (Gen::Legacy, "scheduling-gates", "has no scheduling gates"),
+    ] {
+        let bed = g.bed().await;
+        bed.double.create("pods", "default", g.held("p")).unwrap();
+        for extra in [&["--once"][..], &[][..]] {
+            let mut args = vec!["--mode", mode];
+            args.extend_from_slice(extra);
+            let mut m = bed.metainit(&args);
+            assert_eq!(
+                m.wait(WAIT).await.code(),
+                Some(2),
+                "{g:?} {args:?}: {:#?}",
+                m.log()
+            );
+            let log = m.log().join("\n");
+            assert!(log.contains(says) && log.contains("--mode auto"), "{log}");
+        }
+        assert!(!g.blocked(&bed, "p").is_empty());
+    }
+}
+
+/// Row 10: Events that fail under load are retried with backoff, in a bounded queue.
+#[tokio::test]
+async fn events_are_retried_under_server_errors() {
+    let g = Gen::Modern;
+    let bed = g.bed().await;
+    bed.double.set_faults(Faults {
+        error_fraction: 0.3,
+        error_codes: vec![503],
+        error_only: vec!["create".into()],
+        ..Faults::default()
+    });
+    const N: usize = 50;
+    for i in 0..N {
+        bed.double
+            .create("pods", "default", g.held(&format!("p{i}")))
+            .unwrap();
+    }
+    let m = bed.metainit(&[]);
+    let addr = m.admin_addr().await;
+    eventually("all cleared", WAIT, || {
+        (0..N).all(|i| g.blocked(&bed, &format!("p{i}")).is_empty())
+    })
+    .await;
+    // Every Event is written, or counted as failed or dropped.
+    let start = std::time::Instant::now();
+    let (written, lost) = loop {
+        let text = admin_get(&addr, "/metrics").await.1;
+        let lost = metric_sum(&text, "metainit_event_failures_total")
+            + metric_sum(&text, "metainit_events_dropped_total");
+        let written = bed.double.events().len();
+        if written as f64 + lost >= N as f64 {
+            break (written, lost);
+        }
+        assert!(start.elapsed() < WAIT, "{written} written, {lost} lost");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(written as f64 + lost, N as f64);
+    // Without retries, 30 % would be lost; with 4 attempts, about 1 %.
+    assert!(written >= N - 5, "{written} of {N} Events written");
+    assert!(m.stop().await.success());
+}
+
+/// Every kubeconfig in KUBECONFIG is merged (missing ones skipped), relative paths are
+/// resolved against the file that names them, and every request says who it is.
+#[tokio::test]
+async fn kubeconfig_like_kubectl_and_a_user_agent() {
+    let bed = Bed::as_user(Config::modern(), &["*"]).await;
+    bed.double
+        .create("pods", "default", Gen::Modern.held("p"))
+        .unwrap();
+    let dir = bed.dir.path();
+    let sub = dir.join("users");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("token"), "user").unwrap();
+    let first = dir.join("clusters.yaml");
+    std::fs::write(
+        &first,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n\
+             contexts:\n- name: ctx\n  context:\n    cluster: c\n    user: u\ncurrent-context: ctx\n",
+            bed.double.url()
+        ),
+    )
+    .unwrap();
+    let second = sub.join("users.yaml");
+    std::fs::write(
+        &second,
+        "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    tokenFile: token\n",
+    )
+    .unwrap();
+    let kubeconfig = format!(
+        "{}:{}:{}",
+        dir.join("missing.yaml").display(),
+        first.display(),
+        second.display()
+    );
+    let out = tokio::time::timeout(
+        WAIT,
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_metainit"))
+            .args(["--once", "--timeout", "5s"])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("HOME", "/nonexistent")
+            .current_dir("/")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("finishes")
+    .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(Gen::Modern.blocked(&bed, "p").is_empty());
+    let requests = bed.double.requests();
+    assert!(!requests.is_empty());
+    for r in requests {
+        let ua = r.user_agent.unwrap_or_default();
+        assert!(
+            ua.starts_with("metainit/"),
+            "{} {}: {ua:?}",
+            r.method,
+            r.path_and_query
+        );
+    }
+}
