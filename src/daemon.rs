@@ -13,15 +13,16 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
     },
-    time::Instant,
+    time::Duration,
 };
 
 use futures::StreamExt;
 use kube::runtime::{
     Controller,
     controller::{self, Action},
-    reflector::store::Writer,
+    reflector::{Store, store::Writer},
 };
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::{
@@ -38,50 +39,55 @@ use crate::{
     watch::Watch,
 };
 
-/// What a reconcile knows about the objects it has seen pending.
+/// What a reconcile needs: the clearer, and the objects seen pending.
 struct Ctx {
     clearer: Clearer,
-    tracks: Mutex<HashMap<String, Track>>,
+    store: Store<Held>,
+    tracks: Tracks,
     in_flight: Arc<AtomicUsize>,
 }
 
-/// One pending object: since when, and how many attempts failed in a row.
+/// The objects seen pending and not cleared yet, by `namespace/name`: since when (for
+/// the latency metric) and how many attempts failed in a row (for the backoff). The
+/// Controller lacks a per-object backoff (kube-rs/kube#1916): this is it.
+#[derive(Default)]
+struct Tracks(Mutex<HashMap<String, Track>>);
+
 struct Track {
     uid: Option<String>,
     first_seen: Instant,
     failures: u32,
 }
 
-impl Ctx {
-    fn tracks(&self) -> std::sync::MutexGuard<'_, HashMap<String, Track>> {
-        self.tracks.lock().unwrap_or_else(|p| p.into_inner())
+impl Tracks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Track>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Starts tracking a pending object; a new uid under the same name starts afresh.
-    fn track(&self, key: &str, uid: Option<&str>) {
-        let mut tracks = self.tracks();
-        match tracks.get(key) {
-            Some(t) if t.uid.as_deref() == uid => {}
-            _ => {
-                tracks.insert(
-                    key.to_string(),
-                    Track {
-                        uid: uid.map(str::to_string),
-                        first_seen: Instant::now(),
-                        failures: 0,
-                    },
-                );
-            }
+    fn pending(&self, key: &str, uid: Option<&str>) {
+        let mut tracks = self.lock();
+        if tracks.get(key).is_some_and(|t| t.uid.as_deref() == uid) {
+            return;
         }
+        tracks.insert(
+            key.to_string(),
+            Track {
+                uid: uid.map(str::to_string),
+                first_seen: Instant::now(),
+                failures: 0,
+            },
+        );
     }
 
-    fn untrack(&self, key: &str) -> Option<Track> {
-        self.tracks().remove(key)
+    /// Done with an object: how long it was pending, if it was.
+    fn done(&self, key: &str) -> Option<Duration> {
+        self.lock().remove(key).map(|t| t.first_seen.elapsed())
     }
 
     /// Counts a failure; returns how many in a row.
     fn failed(&self, key: &str) -> u32 {
-        let mut tracks = self.tracks();
+        let mut tracks = self.lock();
         let t = tracks.entry(key.to_string()).or_insert_with(|| Track {
             uid: None,
             first_seen: Instant::now(),
@@ -90,31 +96,55 @@ impl Ctx {
         t.failures = t.failures.saturating_add(1);
         t.failures
     }
+
+    /// Forgets objects no longer in the store (deleted while pending).
+    fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.lock().retain(|k, _| keep(k));
+    }
+
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// The delay before the next attempt at an object after a failure.
+fn retry_delay(tracks: &Tracks, key: &str, f: &Failure) -> (u32, Duration) {
+    let failures = tracks.failed(key);
+    (
+        failures,
+        failure::backoff(failures, failure::retry_after(&f.error)),
+    )
 }
 
 async fn reconcile(obj: Arc<Held>, ctx: Arc<Ctx>) -> Result<Action, Failure> {
     let key = obj.key();
     let decision = ctx.clearer.decide(&obj);
     if matches!(decision, Decision::Clear { .. }) {
-        ctx.track(&key, obj.uid());
+        ctx.tracks.pending(&key, obj.uid());
+        // Objects deleted while pending leave a track behind: sweep now and then.
+        if ctx.tracks.len() > 2 * ctx.store.len() + 64 {
+            let keys: std::collections::HashSet<String> =
+                ctx.store.state().iter().map(|o| o.key()).collect();
+            ctx.tracks.retain(|k| keys.contains(k));
+        }
     }
     ctx.in_flight.fetch_add(1, Ordering::SeqCst);
     let done = ctx.clearer.attempt(&obj, decision).await;
     ctx.in_flight.fetch_sub(1, Ordering::SeqCst);
     let done = done?;
-    if let (Done::Cleared(_), Some(t)) = (&done, ctx.untrack(&key)) {
+    // Whatever became of it (cleared, left, gone), it is no longer tracked.
+    if let (Some(pending), Done::Cleared(_)) = (ctx.tracks.done(&key), &done) {
         ctx.clearer
             .metrics
             .clear_latency
-            .observe(t.first_seen.elapsed().as_secs_f64());
+            .observe(pending.as_secs_f64());
     }
     Ok(Action::await_change())
 }
 
 fn error_policy(obj: Arc<Held>, f: &Failure, ctx: Arc<Ctx>) -> Action {
     let key = obj.key();
-    let failures = ctx.failed(&key);
-    let wait = failure::backoff(failures, failure::retry_after(&f.error));
+    let (failures, wait) = retry_delay(&ctx.tracks, &key, f);
     ctx.clearer.report(&key, f, failures, Some(wait));
     Action::requeue(wait)
 }
@@ -176,7 +206,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         let dyntype = clearer.target.resource.clone();
         let ctx = Arc::new(Ctx {
             clearer,
-            tracks: Mutex::default(),
+            store: store.clone(),
+            tracks: Tracks::default(),
             in_flight: in_flight.clone(),
         });
         let stop = shutdown.clone();
@@ -213,4 +244,69 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     }
     info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(code: u16, retry_after: u32) -> Failure {
+        Failure::from(kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            details: Some(kube::core::response::StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds: retry_after,
+            }),
+            ..kube::core::Status::default()
+        })))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn backoff_per_object_grows_resets_and_starts_afresh_for_a_new_uid() {
+        let tracks = Tracks::default();
+        tracks.pending("ns/a", Some("uid-1"));
+        let delays: Vec<Duration> = (0..10)
+            .map(|_| retry_delay(&tracks, "ns/a", &failure(403, 0)).1)
+            .collect();
+        assert!(
+            delays
+                .windows(2)
+                .all(|w| w[1] >= w[0].mul_f64(1.5) || w[1] >= Duration::from_secs(24)),
+            "{delays:?}"
+        );
+        assert!(delays[0] <= Duration::from_millis(100));
+        assert!(*delays.last().unwrap() <= Duration::from_secs(30));
+        // Another object is not slowed down by this one.
+        assert!(retry_delay(&tracks, "ns/b", &failure(403, 0)).1 <= Duration::from_millis(100));
+        // The server's Retry-After comes first.
+        assert!(retry_delay(&tracks, "ns/c", &failure(429, 7)).1 == Duration::from_secs(7));
+
+        // Pending time is measured from when it was first seen, on the runtime's clock.
+        tokio::time::advance(Duration::from_secs(5)).await;
+        tracks.pending("ns/a", Some("uid-1"));
+        assert_eq!(tracks.done("ns/a"), Some(Duration::from_secs(5)));
+        assert_eq!(tracks.done("ns/a"), None, "done once");
+        assert_eq!(
+            retry_delay(&tracks, "ns/a", &failure(403, 0)).0,
+            1,
+            "reset after success"
+        );
+
+        // The same name with a new uid is a new object: a fresh count and clock.
+        tracks.pending("ns/d", Some("old"));
+        retry_delay(&tracks, "ns/d", &failure(500, 0));
+        retry_delay(&tracks, "ns/d", &failure(500, 0));
+        tokio::time::advance(Duration::from_secs(3)).await;
+        tracks.pending("ns/d", Some("new"));
+        assert_eq!(retry_delay(&tracks, "ns/d", &failure(500, 0)).0, 1);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(tracks.done("ns/d"), Some(Duration::from_secs(1)));
+
+        tracks.retain(|k| k != "ns/b");
+        assert_eq!(tracks.len(), 2, "ns/a and ns/c are left");
+    }
 }
