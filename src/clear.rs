@@ -125,7 +125,7 @@ impl Clearer {
             policy.level
         };
         let error = describe(&failure.error);
-        let hint = policy.hint.unwrap_or("");
+        let hint = policy.hint;
         let kind = &self.target.resource.kind;
         macro_rules! line {
             ($lvl:ident) => {

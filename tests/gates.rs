@@ -69,13 +69,8 @@ async fn labelled_gated_pods_are_cleared_unlabelled_never_touched() {
         .unwrap();
     let body: serde_json::Value = serde_json::from_str(&patch.body).unwrap();
     let ops = body.as_array().unwrap();
-    let tested: Vec<&str> = ops
-        .iter()
-        .filter(|op| op["op"] == "test")
-        .filter_map(|op| op["path"].as_str())
-        .collect();
     assert_eq!(
-        tested,
+        tested_paths(&body),
         [
             "/metadata/uid",
             "/metadata/labels/k8s.opsani.io~1initializer",

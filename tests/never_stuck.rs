@@ -80,6 +80,18 @@ fn tokens(perms: Vec<String>) -> Option<HashMap<String, Vec<String>>> {
     Some([("user".to_string(), perms)].into())
 }
 
+/// Admission refuses every update of the objects whose name starts with `prefix`.
+fn reject(prefix: &str, code: u16, message: &str) -> Faults {
+    Faults {
+        reject_writes: Some(Rejection {
+            name_prefix: prefix.into(),
+            code,
+            message: message.into(),
+        }),
+        ..Faults::default()
+    }
+}
+
 fn uid(bed: &Bed, name: &str) -> String {
     bed.double.get("pods", "default", name).unwrap()["metadata"]["uid"]
         .as_str()
@@ -193,14 +205,8 @@ async fn rejected_patches_are_counted_warned_and_retried() {
         (Gen::Legacy, 400, "400 BadRequest"),
     ] {
         let bed = g.bed().await;
-        bed.double.set_faults(Faults {
-            reject_writes: Some(Rejection {
-                name_prefix: "p".into(),
-                code,
-                message: "denied by policy require-approval".into(),
-            }),
-            ..Faults::default()
-        });
+        bed.double
+            .set_faults(reject("p", code, "denied by policy require-approval"));
         bed.double.create("pods", "default", g.held("p")).unwrap();
         let m = bed.metainit(&[]);
         let addr = m.admin_addr().await;
@@ -232,14 +238,11 @@ async fn rejected_patches_are_counted_warned_and_retried() {
 async fn once_retries_within_its_budget_then_names_what_it_could_not_clear() {
     for g in BOTH {
         let bed = g.bed().await;
-        bed.double.set_faults(Faults {
-            reject_writes: Some(Rejection {
-                name_prefix: "stuck".into(),
-                code: 422,
-                message: "pod updates may not change fields other than spec.schedulingGates".into(),
-            }),
-            ..Faults::default()
-        });
+        bed.double.set_faults(reject(
+            "stuck",
+            422,
+            "pod updates may not change fields other than spec.schedulingGates",
+        ));
         bed.double
             .create("pods", "default", g.held("stuck"))
             .unwrap();
@@ -323,14 +326,7 @@ async fn unanswered_requests_time_out_and_are_retried() {
 async fn an_object_recreated_under_its_name_is_cleared() {
     for g in BOTH {
         let bed = g.bed().await;
-        bed.double.set_faults(Faults {
-            reject_writes: Some(Rejection {
-                name_prefix: "web-0".into(),
-                code: 422,
-                message: "not yet".into(),
-            }),
-            ..Faults::default()
-        });
+        bed.double.set_faults(reject("web-0", 422, "not yet"));
         bed.double
             .create("pods", "default", g.held("web-0"))
             .unwrap();

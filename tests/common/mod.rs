@@ -125,6 +125,19 @@ pub fn gated_pod(name: &str, labelled: bool, gates: &[&str]) -> Value {
     p
 }
 
+/// The paths a JSON patch `test`s, in order.
+pub fn tested_paths(patch: &Value) -> Vec<String> {
+    patch
+        .as_array()
+        .map(|ops| {
+            ops.iter()
+                .filter(|op| op["op"] == "test")
+                .filter_map(|op| op["path"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub fn pending_initializers(obj: &Value) -> Vec<String> {
     names(obj.pointer("/metadata/initializers/pending"))
 }
