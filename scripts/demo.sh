@@ -41,7 +41,7 @@ export KUBECONFIG=$work/legacy.kubeconfig
 kubectl version 2>/dev/null | grep Server
 
 say "The initializer's own pod is created: its create blocks, waiting for the initializer that is this very pod"
-kubectl create --validate=false -f - >"$work/create.out" 2>&1 <<'YAML' &
+kubectl create -f - >"$work/create.out" 2>&1 <<'YAML' &
 apiVersion: v1
 kind: Pod
 metadata:
@@ -82,9 +82,12 @@ kill -TERM $metainit
 wait $metainit && echo "metainit stopped on SIGTERM, exit 0"
 
 say "Kubernetes 1.33 double: a pod held by a scheduling gate whose controller is down"
-start_double modern
+# --scheduler: the double's stand-in for kube-scheduler binds pods with no gates left to
+# node-1. Without a scheduler the pod would stay Pending and kubectl would keep printing
+# SchedulingGated after the gate goes: the API server sets that condition only at create.
+start_double modern --scheduler node-1
 export KUBECONFIG=$work/modern.kubeconfig
-kubectl create --validate=false -f - <<'YAML'
+kubectl create -f - <<'YAML'
 apiVersion: v1
 kind: Pod
 metadata:
@@ -99,9 +102,15 @@ spec:
   - name: manager
     image: registry.example/kueue:0.9
 YAML
-kubectl get pods | sed 's/^/  /'
+kubectl get pods -o wide | sed 's/^/  /'
 "$bin/metainit" status | sed 's/^/  /'
 say "metainit --once"
 "$bin/metainit" --once 2>/dev/null
-kubectl get pods | sed 's/^/  /'
+echo "gates now: $(kubectl get pod kueue-controller-manager-0 -o jsonpath='{.spec.schedulingGates}')"
+for _ in $(seq 50); do
+  [ -n "$(kubectl get pod kueue-controller-manager-0 -o jsonpath='{.spec.nodeName}')" ] && break
+  sleep 0.1
+done
+echo "the scheduler bound it:"
+kubectl get pods -o wide | sed 's/^/  /'
 say "done"

@@ -162,14 +162,7 @@ pub fn create(
         }
     }
     if generation == Generation::Legacy {
-        legacy::admit_create(
-            &mut obj,
-            &shared.config.initializers,
-            res,
-            namespace,
-            &name,
-            caller,
-        )?;
+        legacy::admit_create(&mut obj, &shared.config.initializers, res, &name, caller)?;
     }
     if let Some(o) = obj.as_object_mut() {
         if res.is_pods() {
@@ -182,6 +175,7 @@ pub fn create(
         }
     }
     if res.is_pods() && generation == Generation::Modern {
+        modern::validate_create(&obj, res, &name)?;
         modern::on_create(&mut obj, &now);
     }
     let gates = (res.is_pods() && generation == Generation::Modern)
@@ -246,19 +240,21 @@ pub fn recreate(
     create(shared, res, namespace, obj, &Caller::everything())
 }
 
-/// GET of one object; hidden (404) while uninitialized unless asked for.
+/// GET of one object, initialized or not: 1.13.12 `Store.Get`
+/// (`pkg/registry/generic/registry/store.go`) reads the key with no initialization
+/// filter (only LIST and WATCH take `IncludeUninitialized` into their predicate), and
+/// the 1.13 e2e test (`test/e2e/apimachinery/initializers.go`) GETs uninitialized pods
+/// without the flag.
 pub fn get(
     shared: &Shared,
     res: &ResourceInfo,
     namespace: &str,
     name: &str,
-    include_uninitialized: bool,
 ) -> Result<Arc<Value>, ApiError> {
     let inner = shared.store.lock();
-    match inner.get(&res.key, namespace, name) {
-        Some(o) if include_uninitialized || legacy::is_initialized(&o) => Ok(o),
-        _ => Err(status::not_found(res, name)),
-    }
+    inner
+        .get(&res.key, namespace, name)
+        .ok_or_else(|| status::not_found(res, name))
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -330,7 +326,12 @@ pub fn list(shared: &Shared, res: &ResourceInfo, opts: &ListOptions) -> Result<V
         && let Some((ns, name)) = last
     {
         meta.insert("continue".into(), json!(encode_continue(list_rv, ns, name)));
-        if opts.labels.is_empty() && opts.fields.is_empty() {
+        // `remainingItemCount` arrived in 1.15 (apimachinery `ListMeta`); 1.13.12 lists
+        // carry only resourceVersion and continue.
+        if opts.labels.is_empty()
+            && opts.fields.is_empty()
+            && shared.config.generation == Generation::Modern
+        {
             meta.insert("remainingItemCount".into(), json!(remaining));
         }
     }
@@ -413,12 +414,16 @@ pub fn update(
     if shared.config.generation == Generation::Legacy
         && let Some(result) = legacy::failure(&new).cloned()
     {
-        // An initializer rejected the object: it is deleted, and its creator told why.
+        // An initializer rejected the object: 1.13.12 `Store.Update` stores the update
+        // first (watchers with `includeUninitialized` see MODIFIED with the result), then
+        // `shouldDeleteForFailedInitialization` → `deleteWithoutFinalizers` deletes it
+        // (DELETED) and the update answers the object it stored
+        // (`pkg/registry/generic/registry/store.go`); the creator is told why.
         let uid = meta_str(&new, "uid").to_string();
         inner.set_failed(&uid, result);
-        return inner
-            .remove_as(&res.key, namespace, name, Some(new))
-            .ok_or_else(|| status::not_found(res, name));
+        let stored = inner.put(&res.key, namespace, name, new);
+        inner.remove(&res.key, namespace, name);
+        return Ok(stored);
     }
     if is_terminating(&new) && !has_finalizers(&new) {
         // The last finalizer is gone: the deletion completes.
@@ -501,9 +506,13 @@ fn prepare_update(
         }
     }
     match generation {
-        Generation::Legacy => {
-            legacy::admit_update(&mut new, old, res, namespace, name, caller)?;
+        // The Initializers plugin "returns early for any subresource" (1.13.12
+        // `initializer.Admit`: `if len(a.GetSubresource()) > 0 { return nil }`), so a
+        // `/status` write of an uninitialized object needs no `initialize` verb.
+        Generation::Legacy if sub == Subresource::Main => {
+            legacy::admit_update(&mut new, old, res, name, caller)?;
         }
+        Generation::Legacy => {}
         Generation::Modern => {
             if res.is_pods() {
                 modern::validate_update(&new, old, res, name)?;
@@ -575,6 +584,29 @@ fn patch_sets_rv(kind: PatchType, body: &[u8]) -> bool {
         PatchType::Json => text.contains("/metadata/resourceVersion"),
         _ => text.contains("\"resourceVersion\""),
     }
+}
+
+/// The binding subresource (`POST pods/NAME/binding`, also what the stand-in scheduler
+/// does): `BindingREST.assignPod` (`pkg/registry/core/pod/storage/storage.go`, 1.13.12
+/// and 1.33.4) sets `spec.nodeName` and `PodScheduled=True` in one storage update, no
+/// strategy involved; a refusal (terminating, already bound, still gated) is
+/// `errors.NewConflict(pods/binding, name, err)`.
+pub fn bind(
+    shared: &Shared,
+    res: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    node: &str,
+    annotations: Option<&Value>,
+) -> Result<Arc<Value>, ApiError> {
+    let mut inner = shared.store.lock();
+    let current = inner
+        .get(&res.key, namespace, name)
+        .ok_or_else(|| status::not_found(res, name))?;
+    let mut pod = (*current).clone();
+    modern::bind(&mut pod, name, node, annotations, &now_rfc3339())
+        .map_err(|why| status::binding_conflict(name, &why))?;
+    Ok(inner.put(&res.key, namespace, name, pod))
 }
 
 /// DELETE: immediate removal; returns the object's last state.

@@ -49,6 +49,11 @@ pub struct Cli {
     /// Seed of the fault generator.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Run a stand-in scheduler that binds every pod with no scheduling gates left (and,
+    /// on legacy, initialized) to this node, as kube-scheduler would (off by default:
+    /// pods stay Pending and unbound).
+    #[arg(long, value_name = "NODE")]
+    pub scheduler: Option<String>,
     /// Refuse connections for this long after start.
     #[arg(long, value_parser = parse_duration)]
     pub down_at_start: Option<Duration>,
@@ -160,6 +165,7 @@ impl Cli {
             },
             seed: self.seed,
             down_at_start: self.down_at_start,
+            scheduler: self.scheduler.clone(),
         }
     }
 }

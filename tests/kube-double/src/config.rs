@@ -282,6 +282,10 @@ pub struct Config {
     pub faults: Faults,
     pub seed: u64,
     pub down_at_start: Option<Duration>,
+    /// A stand-in scheduler binding pods with no gates left (legacy: initialized pods)
+    /// to this node, as kube-scheduler would; `None` (the default): nothing schedules.
+    /// `Double::set_scheduler` changes it at run time.
+    pub scheduler: Option<String>,
 }
 
 impl Config {
@@ -298,6 +302,7 @@ impl Config {
             faults: Faults::default(),
             seed: 0,
             down_at_start: None,
+            scheduler: None,
         }
     }
 

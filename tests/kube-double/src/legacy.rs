@@ -67,19 +67,18 @@ pub fn names_for(rules: &[InitializerRule], res: &ResourceInfo) -> Vec<String> {
 fn can_initialize(
     caller: &Caller,
     res: &ResourceInfo,
-    ns: &str,
     name: &str,
     message: &str,
 ) -> Result<(), ApiError> {
+    // 1.13.12 `canInitialize` (`plugin/pkg/admission/initialization/initialization.go`):
+    // `errors.NewForbidden(resource, name, fmt.Errorf("%s: %s", message, reason))`, the
+    // reason being the authorizer's, which RBAC leaves empty when no rule matches (it
+    // only reports errors resolving roles): `pods "p" is forbidden: update to
+    // uninitialized resource denied: `.
     if caller.can("initialize", &res.key) {
         return Ok(());
     }
-    let reason = caller.denial("initialize", res, None, Some(ns));
-    Err(status::forbidden(
-        res,
-        name,
-        &format!("{message}: {reason}"),
-    ))
+    Err(status::forbidden(res, name, &format!("{message}: ")))
 }
 
 /// The Initializers admission plugin on create.
@@ -87,13 +86,12 @@ pub fn admit_create(
     obj: &mut Value,
     rules: &[InitializerRule],
     res: &ResourceInfo,
-    ns: &str,
     name: &str,
     caller: &Caller,
 ) -> Result<(), ApiError> {
     canonical_initializers(obj);
     if let Some(init) = initializers(obj) {
-        can_initialize(caller, res, ns, name, "create with initializers denied")?;
+        can_initialize(caller, res, name, "create with initializers denied")?;
         if pending_is_empty(init) && result(init).is_none() {
             remove_initializers(obj);
         }
@@ -124,7 +122,6 @@ pub fn admit_update(
     new: &mut Value,
     old: &Value,
     res: &ResourceInfo,
-    ns: &str,
     name: &str,
     caller: &Caller,
 ) -> Result<(), ApiError> {
@@ -171,13 +168,7 @@ pub fn admit_update(
     if !causes.is_empty() {
         return Err(status::invalid(res, name, &causes));
     }
-    can_initialize(
-        caller,
-        res,
-        ns,
-        name,
-        "update to uninitialized resource denied",
-    )
+    can_initialize(caller, res, name, "update to uninitialized resource denied")
 }
 
 /// Blocks a creator until its object is initialized (201 with the object), fails
@@ -217,7 +208,7 @@ pub async fn wait_initialized(
     };
     match tokio::time::timeout(timeout, wait).await {
         Ok(r) => r,
-        Err(_) => Err(status::timeout()),
+        Err(_) => Err(status::post_timeout(timeout)),
     }
 }
 
@@ -266,7 +257,14 @@ fn check(
                         return Some(deleted_outcome(inner, uid, Some(&e.object)));
                     }
                     _ if is_initialized(&e.object) => return Some(Ok(e.object.clone())),
-                    _ => {}
+                    // 1.13.12 `WaitForInitialized`: a MODIFIED event with a result ends
+                    // the wait with that Status (the DELETED follows).
+                    _ => {
+                        if let Some(r) = failure(&e.object) {
+                            let st = inner.take_failed(uid).unwrap_or_else(|| r.clone());
+                            return Some(Err(status::from_result(&st)));
+                        }
+                    }
                 }
             }
             None
@@ -303,33 +301,17 @@ mod tests {
             resources: vec!["pods".into()],
         }];
         let mut o = json!({"metadata": {"name": "x"}});
-        admit_create(&mut o, &rules, &pods(), "ns", "x", &Caller::everything()).unwrap();
+        admit_create(&mut o, &rules, &pods(), "x", &Caller::everything()).unwrap();
         assert_eq!(
             o["metadata"]["initializers"]["pending"][0]["name"],
             "a.example.com"
         );
         let mut mirror =
             json!({"metadata": {"name": "x", "annotations": {MIRROR_ANNOTATION: "1"}}});
-        admit_create(
-            &mut mirror,
-            &rules,
-            &pods(),
-            "ns",
-            "x",
-            &Caller::everything(),
-        )
-        .unwrap();
+        admit_create(&mut mirror, &rules, &pods(), "x", &Caller::everything()).unwrap();
         assert!(is_initialized(&mirror));
         let mut bypass = json!({"metadata": {"name": "x", "initializers": {"pending": []}}});
-        admit_create(
-            &mut bypass,
-            &rules,
-            &pods(),
-            "ns",
-            "x",
-            &Caller::everything(),
-        )
-        .unwrap();
+        admit_create(&mut bypass, &rules, &pods(), "x", &Caller::everything()).unwrap();
         assert!(is_initialized(&bypass));
     }
 
@@ -338,12 +320,11 @@ mod tests {
         let c = Caller::everything();
         let old = json!({"metadata": {"initializers": {"pending": [{"name": "a"}]}}});
         let mut cleared = json!({"metadata": {"initializers": {"pending": []}}});
-        admit_update(&mut cleared, &old, &pods(), "ns", "x", &c).unwrap();
+        admit_update(&mut cleared, &old, &pods(), "x", &c).unwrap();
         assert!(is_initialized(&cleared));
 
         let mut readd = json!({"metadata": {"initializers": {"pending": [{"name": "a"}]}}});
-        let e =
-            admit_update(&mut readd, &json!({"metadata": {}}), &pods(), "ns", "x", &c).unwrap_err();
+        let e = admit_update(&mut readd, &json!({"metadata": {}}), &pods(), "x", &c).unwrap_err();
         assert_eq!(
             e.status["message"],
             "Pod \"x\" is invalid: metadata.initializers: Invalid value: \"null\": field is immutable once initialization has completed"
@@ -351,7 +332,7 @@ mod tests {
 
         let failed = json!({"metadata": {"initializers": {"pending": [], "result": {"status": "Failure", "message": "no"}}}});
         let mut changed = json!({"metadata": {"initializers": {"pending": [], "result": {"status": "Failure", "message": "other"}}}});
-        let e = admit_update(&mut changed, &failed, &pods(), "ns", "x", &c).unwrap_err();
+        let e = admit_update(&mut changed, &failed, &pods(), "x", &c).unwrap_err();
         assert_eq!(e.code(), 422);
     }
 }

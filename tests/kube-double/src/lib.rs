@@ -10,9 +10,11 @@ pub mod control;
 pub mod discovery;
 pub mod legacy;
 pub mod modern;
+pub mod openapi;
 pub mod patch;
 pub mod resources;
 pub mod routes;
+pub mod scheduler;
 pub mod selectors;
 pub mod server;
 pub mod state;
@@ -66,6 +68,7 @@ impl Double {
         let addr = listener.local_addr()?;
         let down = config.down_at_start;
         let shared = Arc::new(state::Shared::new(config, addr));
+        scheduler::spawn(shared.clone());
         let server = Server::new(shared);
         match down {
             Some(d) if !d.is_zero() => {
@@ -241,6 +244,12 @@ impl Double {
         self.shared().set_tokens(tokens);
     }
 
+    /// Switches the stand-in scheduler on (binding every pod with no gates left, and on
+    /// legacy initialized, to `node`) or off (`None`), as `Config::scheduler`.
+    pub fn set_scheduler(&self, node: Option<&str>) {
+        self.shared().set_scheduler(node.map(str::to_string));
+    }
+
     /// The token table now in force.
     pub fn tokens(&self) -> Option<HashMap<String, Vec<String>>> {
         self.shared().tokens().map(|t| (*t).clone())
@@ -249,7 +258,7 @@ impl Double {
     /// The object, initialized or not.
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
         let res = self.resource(resource).ok()?;
-        api::get(self.shared(), &res, namespace, name, true)
+        api::get(self.shared(), &res, namespace, name)
             .ok()
             .map(|o| (*o).clone())
     }

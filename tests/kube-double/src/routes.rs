@@ -216,6 +216,12 @@ enum Target<'a> {
         name: &'a str,
         sub: Subresource,
     },
+    /// `pods/NAME/binding` (POST only).
+    Binding {
+        res: ResourceInfo,
+        ns: &'a str,
+        name: &'a str,
+    },
 }
 
 fn resolve<'a>(
@@ -252,6 +258,13 @@ fn resolve<'a>(
             name,
             sub: Subresource::Status,
         }),
+        ["namespaces", ns, plural, name, "binding"] if *plural == "pods" && group.is_empty() => {
+            Ok(Target::Binding {
+                res: find(plural)?,
+                ns,
+                name,
+            })
+        }
         _ => Err(status::path_not_found()),
     }
 }
@@ -283,6 +296,37 @@ async fn route(
                 header::HeaderValue::from_static("text/plain"),
             );
             Ok(r)
+        }
+        ["openapi", "v2"] => {
+            if method != Method::GET {
+                return Err(status::method_not_allowed(method.as_str()));
+            }
+            let doc = crate::openapi::v2(generation, &shared.registry);
+            let accept = headers
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            if accept.contains("protobuf") {
+                let mut r = Response::new(full(crate::openapi::v2_protobuf(&doc)));
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static(
+                        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+                    ),
+                );
+                return Ok(r);
+            }
+            Ok(json_response(200, &doc))
+        }
+        // OpenAPI v3 arrived in 1.27 (beta, GA 1.27): 1.13 answers 404.
+        ["openapi", "v3"] if generation == Generation::Modern => {
+            get_only(crate::openapi::v3_root(generation, &shared.registry))
+        }
+        ["openapi", "v3", rest @ ..] if generation == Generation::Modern => {
+            match crate::openapi::v3_for_path(generation, &shared.registry, &rest.join("/")) {
+                Some(doc) => get_only(doc),
+                None => Err(status::path_not_found()),
+            }
         }
         ["api"] => get_only(discovery::api_versions(&shared.addr.to_string())),
         ["api", "v1"] => get_only(discovery::core_resources(&shared.registry)),
@@ -364,6 +408,60 @@ fn list_options(
     })
 }
 
+/// Server-side field validation (GA in 1.27; modern only): `fieldValidation=Strict`
+/// refuses unknown fields with 400 `strict decoding error: unknown field "spec.x"`
+/// (`transformDecodeError` → `errors.NewBadRequest`), `Warn` accepts the request with a
+/// `Warning` header per unknown field (`addStrictDecodingWarnings`), `Ignore` or no
+/// parameter: nothing (the real default is Warn, and the real decoder drops unknown fields;
+/// the double keeps them, see the README). 1.13 has no such parameter and ignores it.
+/// `before`: the object a patch applies to (its own unknown fields are not the request's).
+fn field_validation(
+    shared: &Shared,
+    res: &ResourceInfo,
+    query: &HashMap<String, String>,
+    obj: &Value,
+    before: Option<&Value>,
+) -> Result<Vec<String>, ApiError> {
+    if shared.config.generation != Generation::Modern {
+        return Ok(Vec::new());
+    }
+    let directive = query.get("fieldValidation").map(String::as_str);
+    if !matches!(directive, Some("Strict" | "Warn")) {
+        return Ok(Vec::new());
+    }
+    let generation = shared.config.generation;
+    let old = before
+        .map(|b| crate::openapi::unknown_fields(generation, &shared.registry, res, b))
+        .unwrap_or_default();
+    let unknown: Vec<String> =
+        crate::openapi::unknown_fields(generation, &shared.registry, res, obj)
+            .into_iter()
+            .filter(|f| !old.contains(f))
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect();
+    if unknown.is_empty() {
+        return Ok(unknown);
+    }
+    if directive == Some("Strict") {
+        return Err(status::bad_request(format!(
+            "strict decoding error: {}",
+            unknown.join(", ")
+        )));
+    }
+    Ok(unknown)
+}
+
+/// `Warning: 299 - "TEXT"` headers (the apiserver's warning recorder, RFC 7234 form).
+fn with_warnings(mut r: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for w in warnings {
+        let text = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = header::HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+            r.headers_mut().append(header::WARNING, v);
+        }
+    }
+    r
+}
+
 fn parse_rv(query: &HashMap<String, String>) -> Result<Option<u64>, ApiError> {
     match query.get("resourceVersion").map(String::as_str) {
         None | Some("") | Some("0") => Ok(None),
@@ -414,6 +512,7 @@ async fn resource(
     );
     let include_uninit =
         shared.config.generation == Generation::Legacy && flag(query, "includeUninitialized");
+    let generation_is_modern = shared.config.generation == Generation::Modern;
     match target {
         Target::Collection { res, ns } => {
             if *method == Method::POST {
@@ -422,7 +521,15 @@ async fn resource(
                 };
                 caller.check("create", &res, None, Some(ns), "")?;
                 let obj = body_json(body)?;
+                let warnings = field_validation(shared, &res, query, &obj, None)?;
                 let created = api::create(shared, &res, ns, obj, caller)?;
+                // 1.13.12 `createHandler` (`pkg/endpoints/handlers/create.go`): the
+                // request's `?timeout=` (30s when absent or unparsable, `parseTimeout`)
+                // bounds `finishRequest`; the double's default is `post_timeout`.
+                let timeout = query
+                    .get("timeout")
+                    .and_then(|t| status::parse_go_duration(t))
+                    .unwrap_or(shared.config.post_timeout);
                 let created = if !include_uninit
                     && legacy::initializers(&created).is_some()
                     && legacy::failure(&created).is_none()
@@ -432,19 +539,21 @@ async fn resource(
                         .and_then(Value::as_str)
                         .unwrap_or("")
                         .to_string();
-                    legacy::wait_initialized(
-                        shared,
-                        &res,
-                        ns,
-                        &name,
-                        created,
-                        shared.config.post_timeout,
-                    )
-                    .await?
+                    legacy::wait_initialized(shared, &res, ns, &name, created, timeout).await?
                 } else {
                     created
                 };
-                return Ok(ok_object(201, &created, table.as_ref(), &res));
+                // "If the object is partially initialized, always indicate it via
+                // StatusAccepted" (1.13.12 `createHandler`): 202 while initializers remain.
+                let code = if legacy::initializers(&created).is_some() {
+                    202
+                } else {
+                    201
+                };
+                return Ok(with_warnings(
+                    ok_object(code, &created, table.as_ref(), &res),
+                    &warnings,
+                ));
             }
             if *method != Method::GET {
                 return Err(status::method_not_allowed(method.as_str()));
@@ -466,7 +575,10 @@ async fn resource(
                     opts,
                     since: parse_rv(query)?,
                     timeout,
-                    bookmarks: flag(query, "allowWatchBookmarks"),
+                    // Watch bookmarks arrived in 1.15 (`AllowWatchBookmarks` in
+                    // apimachinery's `pkg/apis/meta/v1/types.go`); 1.13.12's ListOptions
+                    // has no such field and the unknown query parameter is ignored.
+                    bookmarks: generation_is_modern && flag(query, "allowWatchBookmarks"),
                     table,
                 };
                 let rx = watch::spawn(shared.clone(), req);
@@ -493,6 +605,44 @@ async fn resource(
                 None => Ok(json_response(200, &list)),
             }
         }
+        Target::Binding { res, ns, name } => {
+            if *method != Method::POST {
+                return Err(status::method_not_allowed(method.as_str()));
+            }
+            caller.check("create", &res, Some("binding"), Some(ns), name)?;
+            let b = body_json(body)?;
+            // `BindingREST.Create`: the Binding's name must be the URL's, and
+            // `ValidatePodBinding` needs `target.name` (an aggregate error, which the
+            // handler answers as a 500 with no reason).
+            if b.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
+                return Err(status::bad_request(
+                    "name in URL does not match name in Binding object",
+                ));
+            }
+            let node = b
+                .pointer("/target/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if node.is_empty() {
+                return Err(ApiError {
+                    status: status::status(500, "", "target.name: Required value", None),
+                    retry_after: None,
+                });
+            }
+            api::bind(
+                shared,
+                &res,
+                ns,
+                name,
+                node,
+                b.pointer("/metadata/annotations"),
+            )?;
+            // The handler fills the Success Status's code with 201.
+            Ok(json_response(
+                201,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+            ))
+        }
         Target::Object { res, ns, name, sub } => {
             let sub_name = match sub {
                 Subresource::Main => None,
@@ -501,16 +651,20 @@ async fn resource(
             match *method {
                 Method::GET => {
                     caller.check("get", &res, sub_name, Some(ns), name)?;
-                    let obj = api::get(shared, &res, ns, name, include_uninit)?;
+                    let obj = api::get(shared, &res, ns, name)?;
                     Ok(ok_object(200, &obj, table.as_ref(), &res))
                 }
                 Method::PUT => {
                     caller.check("update", &res, sub_name, Some(ns), name)?;
                     let obj = body_json(body)?;
+                    let warnings = field_validation(shared, &res, query, &obj, None)?;
                     let reject = shared.faults().reject_writes;
                     let out =
                         api::update(shared, &res, ns, name, obj, caller, sub, reject.as_ref())?;
-                    Ok(ok_object(200, &out, table.as_ref(), &res))
+                    Ok(with_warnings(
+                        ok_object(200, &out, table.as_ref(), &res),
+                        &warnings,
+                    ))
                 }
                 Method::PATCH => {
                     caller.check("patch", &res, sub_name, Some(ns), name)?;
@@ -519,6 +673,18 @@ async fn resource(
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or("");
                     let kind = PatchType::from_content_type(ct)?;
+                    // Field validation looks at the patched object (fields it already
+                    // had are not the request's).
+                    let current = shared.store.lock().get(&res.key, ns, name);
+                    let warnings = match current
+                        .as_deref()
+                        .and_then(|c| crate::patch::apply(c, kind, body).ok().map(|p| (c, p)))
+                    {
+                        Some((c, patched)) => {
+                            field_validation(shared, &res, query, &patched, Some(c))?
+                        }
+                        None => Vec::new(),
+                    };
                     let reject = shared.faults().reject_writes;
                     let out = api::patch(
                         shared,
@@ -531,7 +697,10 @@ async fn resource(
                         sub,
                         reject.as_ref(),
                     )?;
-                    Ok(ok_object(200, &out, table.as_ref(), &res))
+                    Ok(with_warnings(
+                        ok_object(200, &out, table.as_ref(), &res),
+                        &warnings,
+                    ))
                 }
                 Method::DELETE if sub == Subresource::Main => {
                     caller.check("delete", &res, None, Some(ns), name)?;

@@ -35,6 +35,10 @@ pub struct Shared {
     requests: Mutex<Vec<RequestRecord>>,
     /// Snapshots taken over `POST /_double/snapshot`, by id (index).
     snapshots: Mutex<Vec<Snapshot>>,
+    /// The stand-in scheduler's node (`Config::scheduler`, changeable at run time).
+    scheduler: Mutex<Option<String>>,
+    /// Wakes the stand-in scheduler when it is switched on.
+    pub scheduler_changed: tokio::sync::Notify,
 }
 
 fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -51,9 +55,20 @@ impl Shared {
             rng: Mutex::new(fastrand::Rng::with_seed(config.seed)),
             requests: Mutex::new(Vec::new()),
             snapshots: Mutex::new(Vec::new()),
+            scheduler: Mutex::new(config.scheduler.clone()),
+            scheduler_changed: tokio::sync::Notify::new(),
             addr,
             config,
         }
+    }
+
+    pub fn scheduler(&self) -> Option<String> {
+        relock(&self.scheduler).clone()
+    }
+
+    pub fn set_scheduler(&self, node: Option<String>) {
+        *relock(&self.scheduler) = node;
+        self.scheduler_changed.notify_one();
     }
 
     pub fn faults(&self) -> Faults {

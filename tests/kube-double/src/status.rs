@@ -56,6 +56,15 @@ impl Cause {
         }
     }
 
+    /// `field.Duplicate`: `Duplicate value: "x"` (`value` rendered as Go's %#v).
+    pub fn duplicate(field: impl Into<String>, value: impl Into<String>) -> Cause {
+        Cause {
+            reason: "FieldValueDuplicate",
+            message: format!("Duplicate value: {}", value.into()),
+            field: field.into(),
+        }
+    }
+
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Cause {
         let detail = detail.into();
         Cause {
@@ -211,6 +220,17 @@ pub fn patch_unprocessable() -> ApiError {
     ))
 }
 
+/// `errors.NewConflict(pods/binding, name, err)`, as `BindingREST.assignPod` wraps a
+/// refused binding: `Operation cannot be fulfilled on pods/binding "p": <why>`.
+pub fn binding_conflict(name: &str, why: &str) -> ApiError {
+    err(status(
+        409,
+        "Conflict",
+        format!("Operation cannot be fulfilled on pods/binding \"{name}\": {why}"),
+        Some(details(Some(name), "", "pods/binding", None, None)),
+    ))
+}
+
 pub fn bad_request(message: impl Into<String>) -> ApiError {
     err(status(400, "BadRequest", message, None))
 }
@@ -272,21 +292,105 @@ pub fn internal(message: &str) -> ApiError {
     ))
 }
 
-/// The generic request timeout the server's timeout filter writes.
-pub fn timeout() -> ApiError {
+/// A legacy creator's POST still blocked when its `timeout` ran out: 1.13.12
+/// `finishRequest` (`pkg/endpoints/handlers/rest.go`) answers
+/// `errors.NewTimeoutError(fmt.Sprintf("request did not complete within requested timeout %s",
+/// timeout), 0)`, the timeout being `?timeout=` or 30s (`parseTimeout`) printed as Go
+/// prints a `time.Duration`.
+pub fn post_timeout(timeout: std::time::Duration) -> ApiError {
     err(status(
         504,
         "Timeout",
-        "Timeout: request did not complete within allowed duration",
+        format!(
+            "Timeout: request did not complete within requested timeout {}",
+            go_duration(timeout)
+        ),
         Some(json!({})),
     ))
 }
 
-/// `too old resource version: N (M)`, as sent in a watch ERROR event.
-pub fn too_old_resource_version(requested: u64, oldest: u64) -> Value {
+/// A duration as Go's `time.Duration.String` prints it: `30s`, `1m0s`, `1.5s`, `500ms`, `0s`.
+pub fn go_duration(d: std::time::Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos == 0 {
+        return "0s".into();
+    }
+    let trim = |whole: u128, frac: u128, digits: usize| {
+        if frac == 0 {
+            whole.to_string()
+        } else {
+            let f = format!("{frac:0digits$}");
+            format!("{whole}.{}", f.trim_end_matches('0'))
+        }
+    };
+    if nanos < 1_000 {
+        return format!("{nanos}ns");
+    }
+    if nanos < 1_000_000 {
+        return format!("{}µs", trim(nanos / 1_000, nanos % 1_000, 3));
+    }
+    if nanos < 1_000_000_000 {
+        return format!("{}ms", trim(nanos / 1_000_000, nanos % 1_000_000, 6));
+    }
+    let secs = nanos / 1_000_000_000;
+    let frac = nanos % 1_000_000_000;
+    let (h, m, s) = (secs / 3600, (secs / 60) % 60, secs % 60);
+    let sec = format!("{}s", trim(s, frac, 9));
+    match (h, m) {
+        (0, 0) => sec,
+        (0, m) => format!("{m}m{sec}"),
+        (h, m) => format!("{h}h{m}m{sec}"),
+    }
+}
+
+/// Go's `time.ParseDuration` for the forms clients send as `?timeout=` (`30s`, `1m0s`,
+/// `1.5s`, `500ms`, `2m`); `None` when it does not parse (the server then logs and uses 30s).
+pub fn parse_go_duration(s: &str) -> Option<std::time::Duration> {
+    let mut rest = s.trim();
+    if rest == "0" {
+        return Some(std::time::Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..num_end].parse().ok()?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += value * scale;
+        rest = &rest[unit_end..];
+    }
+    Some(std::time::Duration::from_secs_f64(total))
+}
+
+/// `too old resource version: N (M)`, as sent in a watch ERROR event: the watch cache
+/// builds it with `errors.NewGone` in 1.13.12 (reason `Gone`) and with
+/// `errors.NewResourceExpired` in 1.33.4 (reason `Expired`); code 410, no details
+/// (`pkg/storage/cacher/watch_cache.go`, `GetAllEventsSinceThreadUnsafe` /
+/// `getAllEventsSinceLocked`; the cacher sends it as the ERROR event of `newErrWatcher`).
+pub fn too_old_resource_version(generation: Generation, requested: u64, oldest: u64) -> Value {
+    let reason = match generation {
+        Generation::Legacy => "Gone",
+        Generation::Modern => "Expired",
+    };
     status(
         410,
-        "Expired",
+        reason,
         format!("too old resource version: {requested} ({oldest})"),
         None,
     )
@@ -405,4 +509,28 @@ pub fn injected_timeout(generation: Generation, write: bool) -> ApiError {
         format!("Timeout: {message}"),
         Some(json!({})),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn go_durations() {
+        for (d, s) in [
+            (Duration::from_secs(30), "30s"),
+            (Duration::from_secs(60), "1m0s"),
+            (Duration::from_secs(3661), "1h1m1s"),
+            (Duration::from_millis(1500), "1.5s"),
+            (Duration::from_millis(500), "500ms"),
+            (Duration::ZERO, "0s"),
+        ] {
+            assert_eq!(go_duration(d), s);
+            assert_eq!(parse_go_duration(s), Some(d), "{s}");
+        }
+        assert_eq!(parse_go_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_go_duration("10"), None);
+        assert_eq!(parse_go_duration("x"), None);
+    }
 }

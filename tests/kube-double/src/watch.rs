@@ -113,7 +113,7 @@ impl Watcher {
     }
 
     async fn expired(&mut self, requested: u64, oldest: u64) -> Result<(), Stop> {
-        let st = status::too_old_resource_version(requested, oldest);
+        let st = status::too_old_resource_version(self.shared.config.generation, requested, oldest);
         self.send_raw(Ok(Self::line("ERROR", &st))).await
     }
 

@@ -51,15 +51,19 @@ async fn uninitialized_objects_are_hidden() {
             labelled_pod("a", json!({"app": "x"})),
         )
         .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    // Row 7 of issue 12: 202 Accepted while the object is still uninitialized.
+    assert_eq!(r.status, 202, "{}", r.text);
     assert_eq!(
         r.json()["metadata"]["initializers"],
         json!({"pending": [{"name": INIT}]})
     );
-    assert_eq!(c.get(&format!("{PODS}/a")).await.status, 404);
+    // Row 4 of issue 12: a GET by name returns it, initialized or not; only LIST and
+    // WATCH hide it.
+    let got = c.get(&format!("{PODS}/a")).await;
+    assert_eq!(got.status, 200, "{}", got.text);
     assert_eq!(
-        c.get(&format!("{PODS}/a")).await.json()["message"],
-        "pods \"a\" not found"
+        got.json()["metadata"]["initializers"]["pending"][0]["name"],
+        INIT
     );
     assert_eq!(
         c.get(&format!("{PODS}/a?includeUninitialized=true"))
@@ -111,10 +115,35 @@ async fn uninitialized_objects_are_hidden() {
         .await;
     assert_eq!(r.status, 201);
     assert!(r.json()["metadata"].get("initializers").is_none());
+    // Objects the rules do not cover are created initialized: 201 even with the flag.
+    let r = c
+        .post(
+            "/api/v1/namespaces/default/events?includeUninitialized=true",
+            json!({"metadata": {"name": "e2"}}),
+        )
+        .await;
+    assert_eq!(r.status, 201);
     // Mirror pods are exempt.
     let mut m = pod("mirror");
     m["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "x"});
     assert_eq!(c.post(PODS, m).await.status, 201);
+}
+
+/// Row 4 of issue 12: 1.13.12 `Store.Get` has no initialization filter, so a GET by name
+/// returns an uninitialized object without `includeUninitialized` (the 1.13 e2e test
+/// `test/e2e/apimachinery/initializers.go` does exactly that). The old double said 404.
+#[tokio::test]
+async fn get_by_name_returns_uninitialized_objects() {
+    let (d, c) = start_with(config()).await;
+    d.create("pods", "default", pod("u")).unwrap();
+    let r = c.get(&format!("{PODS}/u")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        r.json()["metadata"]["initializers"]["pending"][0]["name"],
+        INIT
+    );
+    assert_eq!(c.get(PODS).await.json()["items"], json!([]));
+    assert_eq!(c.get(&format!("{PODS}/nope")).await.status, 404);
 }
 
 #[tokio::test]
@@ -190,6 +219,9 @@ async fn blocking_post_fails_when_deleted() {
     );
 }
 
+/// Row 7 of issue 12: 1.13.12 `finishRequest` (`pkg/endpoints/handlers/rest.go`) says
+/// "Timeout: request did not complete within requested timeout 30s", the duration being
+/// the request's `?timeout=` (default 30s; here the double's `post_timeout`, 1s).
 #[tokio::test]
 async fn blocking_post_times_out_and_object_stays() {
     let (d, c) = start_with(config()).await;
@@ -201,11 +233,21 @@ async fn blocking_post_times_out_and_object_stays() {
     assert_eq!(s["reason"], "Timeout");
     assert_eq!(
         s["message"],
-        "Timeout: request did not complete within allowed duration"
+        "Timeout: request did not complete within requested timeout 1s"
     );
     assert_eq!(s["code"], 504);
+    assert_eq!(s["details"], json!({}));
     let left = d.get("pods", "default", "a").unwrap();
     assert_eq!(left["metadata"]["initializers"]["pending"][0]["name"], INIT);
+    // `?timeout=` sets both the wait and the text.
+    let started = std::time::Instant::now();
+    let r = c.post(&format!("{PODS}?timeout=300ms"), pod("b")).await;
+    assert!(started.elapsed() < Duration::from_millis(900));
+    assert_eq!(r.status, 504);
+    assert_eq!(
+        r.json()["message"],
+        "Timeout: request did not complete within requested timeout 300ms"
+    );
 }
 
 #[tokio::test]
@@ -307,7 +349,7 @@ async fn update_rules() {
             .contains("metadata.initializers.result.status")
     );
 
-    // Setting result deletes the object.
+    // Setting result stores it, then deletes the object.
     let r = c.patch(&format!("{PODS}/res"), "application/merge-patch+json", json!({"metadata": {"initializers": {"result": {"status": "Failure", "message": "no"}}}})).await;
     assert_eq!(r.status, 200);
     assert!(d.get("pods", "default", "res").is_none());
@@ -317,6 +359,7 @@ async fn update_rules() {
         .map(|c| c.kind)
         .collect();
     assert_eq!(kinds.last().map(String::as_str), Some("DELETED"));
+    assert_eq!(kinds[kinds.len() - 2], "MODIFIED");
 
     // Modern-only fields are unknown to 1.13 and dropped.
     let mut g = pod("gates");
@@ -371,10 +414,13 @@ async fn initialize_verb_is_checked_with_a_token_table() {
         .await;
     assert_eq!(r.status, 403, "{}", r.text);
     assert_eq!(r.json()["reason"], "Forbidden");
+    // Row 6 of issue 12: `canInitialize` appends the authorizer's reason, which RBAC
+    // leaves empty (1.13.12 `plugin/pkg/admission/initialization/initialization.go`).
     assert_eq!(
         r.json()["message"],
-        "pods \"a\" is forbidden: update to uninitialized resource denied: User \"token:patcher\" cannot initialize resource \"pods\" in API group \"\" in the namespace \"default\""
+        "pods \"a\" is forbidden: update to uninitialized resource denied: "
     );
+    assert_eq!(r.json()["details"], json!({"name": "a", "kind": "pods"}));
     let r = c
         .with_token("init")
         .json_patch(&format!("{PODS}/a"), clear)
@@ -386,11 +432,9 @@ async fn initialize_verb_is_checked_with_a_token_table() {
     p["metadata"]["initializers"] = json!({"pending": []});
     let r = c.with_token("patcher").post(PODS, p.clone()).await;
     assert_eq!(r.status, 403);
-    assert!(
-        r.json()["message"]
-            .as_str()
-            .unwrap()
-            .contains("create with initializers denied")
+    assert_eq!(
+        r.json()["message"],
+        "pods \"b\" is forbidden: create with initializers denied: "
     );
     assert_eq!(c.with_token("admin").post(PODS, p).await.status, 201);
 
@@ -444,8 +488,13 @@ async fn plain_watchers_see_added_at_initialization() {
     let _: Value = e;
 }
 
+/// Row 5 of issue 12: 1.13.12 `Store.Update` stores the object with its result first
+/// (watchers with the flag see MODIFIED), then deletes it (DELETED), and the update
+/// answers 200 with the stored object (`pkg/registry/generic/registry/store.go`,
+/// `shouldDeleteForFailedInitialization`, `deleteWithoutFinalizers`). The old double
+/// deleted it directly: one DELETED event.
 #[tokio::test]
-async fn failed_initialization_is_one_deleted_event_carrying_the_result() {
+async fn failed_initialization_is_modified_then_deleted() {
     let (d, c) = start_with(config()).await;
     d.create("pods", "default", pod("f")).unwrap();
     let rv = d.resource_version();
@@ -462,11 +511,152 @@ async fn failed_initialization_is_one_deleted_event_carrying_the_result() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        r.json()["metadata"]["initializers"]["result"]["message"],
+        "no"
+    );
+    let e = all.event().await;
+    assert_eq!(e["type"], "MODIFIED");
+    assert_eq!(
+        e["object"]["metadata"]["initializers"]["result"]["message"],
+        "no"
+    );
+    let modified_rv: u64 = e["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     let e = all.event().await;
     assert_eq!(e["type"], "DELETED");
     assert_eq!(
         e["object"]["metadata"]["initializers"]["result"]["message"],
         "no"
     );
+    let deleted_rv: u64 = e["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(deleted_rv > modified_rv);
     all.quiet_for(Duration::from_millis(200)).await;
+    let kinds: Vec<String> = d
+        .history("pods", "default", "f")
+        .into_iter()
+        .map(|c| c.kind)
+        .collect();
+    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"]);
+    assert!(d.get("pods", "default", "f").is_none());
+}
+
+/// Row 9 of issue 12: the Initializers plugin returns early for any subresource
+/// (1.13.12 `initializer.Admit`), so a `/status` write of an uninitialized pod needs no
+/// `initialize` verb. The old double ran the plugin there and answered 403.
+#[tokio::test]
+async fn status_subresource_skips_the_initializers_plugin() {
+    let mut cfg = config();
+    let mut tokens = HashMap::new();
+    tokens.insert(
+        "kubelet".to_string(),
+        vec![
+            "get pods".into(),
+            "update pods/status".into(),
+            "patch pods/status".into(),
+            "patch pods".into(),
+        ],
+    );
+    cfg.tokens = Some(tokens);
+    let (d, c) = start_with(cfg).await;
+    let c = c.with_token("kubelet");
+    d.create("pods", "default", pod("u")).unwrap();
+    let r = c
+        .patch(
+            &format!("{PODS}/u/status"),
+            "application/merge-patch+json",
+            json!({"status": {"message": "seen"}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["status"]["message"], "seen");
+    assert_eq!(
+        r.json()["metadata"]["initializers"]["pending"][0]["name"],
+        INIT
+    );
+    let mut cur = d.get("pods", "default", "u").unwrap();
+    cur["status"]["message"] = json!("again");
+    let r = c.put(&format!("{PODS}/u/status"), cur).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    // The main resource still needs it.
+    let r = c
+        .patch(
+            &format!("{PODS}/u"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"a": "b"}}}),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text);
+}
+
+/// Row 10 of issue 12: `remainingItemCount` arrived in 1.15 (apimachinery `ListMeta`);
+/// 1.13 lists carry only resourceVersion and continue.
+#[tokio::test]
+async fn legacy_lists_have_no_remaining_item_count() {
+    let (d, c) = start_with(Config::legacy()).await;
+    for i in 0..3 {
+        d.create("pods", "default", pod(&format!("p{i}"))).unwrap();
+    }
+    let page = c.get(&format!("{PODS}?limit=1")).await.json();
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert!(page["metadata"]["continue"].is_string());
+    assert!(
+        page["metadata"].get("remainingItemCount").is_none(),
+        "{page}"
+    );
+}
+
+/// Row 2 of issue 12: 1.13 has no watch bookmarks (`allowWatchBookmarks` arrived in
+/// 1.15, apimachinery `pkg/apis/meta/v1/types.go`); the unknown parameter is ignored.
+#[tokio::test]
+async fn legacy_watches_ignore_allow_watch_bookmarks() {
+    let mut cfg = Config::legacy();
+    cfg.bookmark_interval = Duration::from_millis(50);
+    let (d, c) = start_with(cfg).await;
+    let rv = d.resource_version();
+    let mut w = c
+        .watch(&format!(
+            "{PODS}?watch=true&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=1"
+        ))
+        .await;
+    d.create("pods", "default", pod("late")).unwrap();
+    let mut kinds = Vec::new();
+    loop {
+        match w.next_within(Duration::from_secs(3)).await {
+            common::Line::Event(e) => kinds.push(e["type"].as_str().unwrap_or("").to_string()),
+            common::Line::End => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(kinds, ["ADDED"], "no BOOKMARK on 1.13");
+}
+
+/// Row 8 of issue 12: 1.13.12's watch cache says `Gone` (`errors.NewGone`) in the
+/// too-old ERROR event; 1.33.4 says `Expired`.
+#[tokio::test]
+async fn legacy_too_old_watch_event_says_gone() {
+    let (d, c) = start_with(Config::legacy()).await;
+    d.create("pods", "default", pod("a")).unwrap();
+    d.create("pods", "default", pod("b")).unwrap();
+    d.expire_versions();
+    let mut w = c
+        .watch(&format!("{PODS}?watch=true&resourceVersion=1"))
+        .await;
+    let e = w.event().await;
+    assert_eq!(e["type"], "ERROR");
+    assert_eq!(e["object"]["reason"], "Gone");
+    assert_eq!(e["object"]["code"], 410);
+    assert!(
+        e["object"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("too old resource version: 1 (")
+    );
 }

@@ -1,4 +1,5 @@
-// Modern (1.33) scheduling gates: condition at create, only deletion afterwards, clearing.
+// Modern (1.33) scheduling gates: condition at create, only deletion afterwards, the
+// condition kept after clearing, create validation, binding and the stand-in scheduler.
 
 mod common;
 
@@ -99,8 +100,12 @@ async fn gates_can_only_be_removed() {
     );
 }
 
+/// Row 3 of issue 12: removing the last gate keeps `PodScheduled=False/SchedulingGated`
+/// (1.33.4 `pkg/registry/core/pod/strategy.go`: `PrepareForUpdate` copies the old
+/// status, `applySchedulingGatedCondition` runs only in `PrepareForCreate`). The old
+/// double removed the condition here.
 #[tokio::test]
-async fn removing_all_gates_clears_the_condition() {
+async fn removing_all_gates_keeps_the_condition() {
     let (d, c) = start().await;
     c.post(PODS, gated("g", &["a", "b"])).await;
     let r = c
@@ -112,8 +117,19 @@ async fn removing_all_gates_clears_the_condition() {
     assert_eq!(r.status, 200, "{}", r.text);
     let p = r.json();
     assert!(p["spec"].get("schedulingGates").is_none());
-    assert!(p["status"].get("conditions").is_none());
+    assert_eq!(p["status"]["conditions"][0]["reason"], "SchedulingGated");
+    assert_eq!(p["status"]["conditions"][0]["status"], "False");
     assert_eq!(p["status"]["phase"], "Pending");
+    assert!(p["spec"].get("nodeName").is_none(), "nothing schedules");
+    // kubectl judges by the condition: it keeps printing SchedulingGated.
+    let t = c
+        .get_accept(
+            &format!("{PODS}/g"),
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+        )
+        .await
+        .json();
+    assert_eq!(t["rows"][0]["cells"][2], "SchedulingGated");
     // Again: the path is gone, so the patch fails with 422.
     let r = c
         .json_patch(
@@ -136,13 +152,140 @@ async fn removing_all_gates_clears_the_condition() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
-    assert!(r.json()["status"].get("conditions").is_none());
+    assert!(r.json()["spec"].get("schedulingGates").is_none());
+    assert_eq!(
+        r.json()["status"]["conditions"][0]["reason"],
+        "SchedulingGated"
+    );
     // Through the library API too.
     c.post(PODS, gated("l", &["a"])).await;
     let mut cur = d.get("pods", "default", "l").unwrap();
     cur["spec"]["schedulingGates"] = json!([]);
     let out = d.update("pods", "default", cur).unwrap();
-    assert!(out["status"].get("conditions").is_none());
+    assert_eq!(out["status"]["conditions"][0]["reason"], "SchedulingGated");
+}
+
+/// Row 11 of issue 12: create validation refuses duplicate gate names
+/// (`validateSchedulingGates`, `field.Duplicate`) and `spec.nodeName` together with gates
+/// (`ValidatePodCreate`), 1.33.4 `pkg/apis/core/validation/validation.go`. The old double
+/// stored both.
+#[tokio::test]
+async fn create_refuses_duplicate_gates_and_node_name_with_gates() {
+    let (d, c) = start().await;
+    let r = c.post(PODS, gated("dup", &["a", "b", "a"])).await;
+    assert_eq!(r.status, 422, "{}", r.text);
+    let s = r.json();
+    assert_eq!(s["reason"], "Invalid");
+    assert_eq!(
+        s["message"],
+        "Pod \"dup\" is invalid: spec.schedulingGates[2]: Duplicate value: \"a\""
+    );
+    assert_eq!(
+        s["details"]["causes"],
+        json!([{"reason": "FieldValueDuplicate", "message": "Duplicate value: \"a\"", "field": "spec.schedulingGates[2]"}])
+    );
+    let mut pinned = gated("pinned", &["a"]);
+    pinned["spec"]["nodeName"] = json!("node-1");
+    let r = c.post(PODS, pinned).await;
+    assert_eq!(r.status, 422, "{}", r.text);
+    assert_eq!(
+        r.json()["message"],
+        "Pod \"pinned\" is invalid: spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"
+    );
+    assert!(d.get("pods", "default", "dup").is_none());
+    assert!(d.get("pods", "default", "pinned").is_none());
+    // nodeName without gates is fine (a pod bound at creation).
+    let mut bound = pod("bound");
+    bound["spec"]["nodeName"] = json!("node-1");
+    assert_eq!(c.post(PODS, bound).await.status, 201);
+}
+
+/// Row 11 of issue 12, binding: `BindingREST.assignPod` refuses a gated pod with 409
+/// `Operation cannot be fulfilled on pods/binding "p": pod p has non-empty
+/// .spec.schedulingGates` and, once the gates are gone, binds it: `spec.nodeName` set and
+/// `PodScheduled=True` replacing `SchedulingGated` (`pkg/registry/core/pod/storage/storage.go`).
+#[tokio::test]
+async fn binding_a_gated_pod_conflicts_then_binds_once_clear() {
+    let (_d, c) = start().await;
+    c.post(PODS, gated("g", &["a"])).await;
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "g"}, "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
+    let r = c.post(&format!("{PODS}/g/binding"), binding.clone()).await;
+    assert_eq!(r.status, 409, "{}", r.text);
+    let s = r.json();
+    assert_eq!(s["reason"], "Conflict");
+    assert_eq!(
+        s["message"],
+        "Operation cannot be fulfilled on pods/binding \"g\": pod g has non-empty .spec.schedulingGates"
+    );
+    assert_eq!(s["details"], json!({"name": "g", "kind": "pods/binding"}));
+    c.json_patch(
+        &format!("{PODS}/g"),
+        json!([{"op": "remove", "path": "/spec/schedulingGates"}]),
+    )
+    .await;
+    let r = c.post(&format!("{PODS}/g/binding"), binding.clone()).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.json()["status"], "Success");
+    let p = c.get(&format!("{PODS}/g")).await.json();
+    assert_eq!(p["spec"]["nodeName"], "node-1");
+    let cond = &p["status"]["conditions"][0];
+    assert_eq!(cond["type"], "PodScheduled");
+    assert_eq!(cond["status"], "True");
+    assert!(cond.get("reason").is_none());
+    let r = c.post(&format!("{PODS}/g/binding"), binding).await;
+    assert_eq!(r.status, 409);
+    assert_eq!(
+        r.json()["message"],
+        "Operation cannot be fulfilled on pods/binding \"g\": pod g is already assigned to node \"node-1\""
+    );
+}
+
+/// The stand-in scheduler (off by default): binds a pod once its last gate goes, as
+/// kube-scheduler would; pods that are still gated, or with another schedulerName, stay.
+#[tokio::test]
+async fn stand_in_scheduler_binds_pods_with_no_gates_left() {
+    let mut cfg = Config::modern();
+    cfg.scheduler = Some("node-1".into());
+    let d = Double::start(cfg).await.unwrap();
+    let c = Client::new(&d.url());
+    c.post(PODS, gated("g", &["a"])).await;
+    let mut other = pod("other");
+    other["spec"]["schedulerName"] = json!("someone-else");
+    c.post(PODS, other).await;
+    c.post(PODS, pod("free")).await;
+    let bound = |d: &Double, n: &str| {
+        d.get("pods", "default", n)
+            .and_then(|p| p["spec"]["nodeName"].as_str().map(String::from))
+    };
+    common::eventually(|| bound(&d, "free").is_some()).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(bound(&d, "g"), None);
+    assert_eq!(bound(&d, "other"), None);
+    c.json_patch(
+        &format!("{PODS}/g"),
+        json!([{"op": "remove", "path": "/spec/schedulingGates"}]),
+    )
+    .await;
+    common::eventually(|| bound(&d, "g").is_some()).await;
+    let p = d.get("pods", "default", "g").unwrap();
+    assert_eq!(p["spec"]["nodeName"], "node-1");
+    assert_eq!(p["status"]["conditions"][0]["status"], "True");
+    let t = c
+        .get_accept(
+            &format!("{PODS}/g"),
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+        )
+        .await
+        .json();
+    assert_eq!(t["rows"][0]["cells"][2], "Pending");
+
+    // Off by default; switched on at run time.
+    let (d2, c2) = start().await;
+    c2.post(PODS, pod("p")).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(bound(&d2, "p"), None);
+    d2.set_scheduler(Some("node-2"));
+    common::eventually(|| bound(&d2, "p").as_deref() == Some("node-2")).await;
 }
 
 #[tokio::test]

@@ -276,3 +276,15 @@ pub fn labelled_pod(name: &str, labels: Value) -> Value {
 }
 
 pub const PODS: &str = "/api/v1/namespaces/default/pods";
+
+/// Polls `cond` every 10 ms until it holds; panics after `WAIT`.
+pub async fn eventually(mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not met within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
