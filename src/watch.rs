@@ -12,7 +12,9 @@
 //! - `/readyz` and the restart metric, fed with the real reason of every failure.
 //!
 //! Objects go into the reflector's store (slimmed), and every applied one is yielded as
-//! a trigger for the Controller.
+//! a trigger for the Controller; a list's objects only once the list is done, when the
+//! store holds them (before, a relist's new objects were looked up in the old store,
+//! not found, and skipped until the next resync).
 
 use std::{
     sync::Arc,
@@ -23,7 +25,11 @@ use futures::{Stream, StreamExt, stream::BoxStream};
 use kube::{
     Api,
     api::ListParams,
-    runtime::{WatchStreamExt, reflector::store::Writer, watcher},
+    runtime::{
+        WatchStreamExt,
+        reflector::{Store, store::Writer},
+        watcher,
+    },
 };
 use tracing::{info, warn};
 
@@ -83,6 +89,9 @@ struct State {
     watch: Watch,
     index: usize,
     writer: Writer<Held>,
+    store: Store<Held>,
+    /// Objects of a list just completed, still to hand to the Controller.
+    replay: Vec<Arc<Held>>,
     inner: BoxStream<'static, watcher::Result<watcher::Event<Held>>>,
     next_resync: tokio::time::Instant,
     /// The highest resourceVersion seen, to notice the server's going backwards.
@@ -103,6 +112,8 @@ impl Watch {
             .health
             .add_watch(&self.resource, self.api.resource_url());
         let state = State {
+            store: writer.as_reader(),
+            replay: Vec::new(),
             inner: start(&self),
             next_resync: tokio::time::Instant::now() + self.resync,
             watch: self,
@@ -136,6 +147,9 @@ fn version(obj: &Held) -> u64 {
 impl State {
     async fn next(&mut self) -> Held {
         loop {
+            if let Some(obj) = self.replay.pop() {
+                return (*obj).clone();
+            }
             let event = tokio::select! {
                 event = self.inner.next() => event,
                 _ = tokio::time::sleep_until(self.next_resync) => {
@@ -170,8 +184,14 @@ impl State {
                 self.listed = 0;
                 None
             }
-            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => {
+            // A listed object reaches the store only when the whole list is done: the
+            // Controller, which reads the store, hears of it then (see `InitDone`).
+            watcher::Event::InitApply(obj) => {
                 self.listed += 1;
+                self.highest = self.highest.max(version(&obj));
+                None
+            }
+            watcher::Event::Apply(obj) => {
                 self.highest = self.highest.max(version(&obj));
                 Some(obj)
             }
@@ -182,6 +202,7 @@ impl State {
             watcher::Event::InitDone => {
                 info!(resource = %w.resource, labelled = self.listed, label_key = %w.label_key, "listed; watching");
                 w.health.synced(self.index);
+                self.replay = self.store.state();
                 None
             }
         }
