@@ -23,7 +23,7 @@ use std::{
 };
 
 use common::*;
-use kube_double::{Config, Double, Faults, InitializerRule};
+use kube_double::{Config, Double, Faults, InitializerRule, Rejection};
 use serde_json::{Value, json};
 
 /// Legacy: the initializer metainit clears (`--only`), and the one it must leave.
@@ -35,6 +35,22 @@ const GATE_KEPT: &str = "example.com/quota";
 
 const NAMESPACES: [&str; 2] = ["default", "chaos-b"];
 const TICK: Duration = Duration::from_millis(100);
+
+/// rbac-late: metainit's bearer token.
+const TOKEN: &str = "metainit";
+/// rejected, recreated: PATCHes of the objects named so are refused as an admission
+/// webhook or policy does (422 `Invalid` with causes): the labelled objects with only the
+/// `--only` name, 8 of the 28 to clear (48 of 168 in the full run).
+const REJECT_PREFIX: &str = "l-one-";
+/// hung: PATCHes accepted and never answered, more than metainit's default
+/// `--concurrency` (16), and metainit's `--request-timeout`.
+const HANG_COUNT: u32 = 20;
+const HUNG_REQUEST_TIMEOUT: &str = "2s";
+/// restored: metainit's `--resync-period`, and the name prefix of the unrelated writes
+/// between the snapshot and the restore.
+const RESYNC: Duration = Duration::from_secs(2);
+const RESYNC_ARG: &str = "2s";
+const BURST_PREFIX: &str = "u-none-burst-";
 
 // ---------------------------------------------------------------------------------------
 // Sizes and bounds
@@ -118,10 +134,15 @@ enum Scenario {
     Malformed,
     Writer,
     Replicas,
+    RbacLate,
+    Rejected,
+    Hung,
+    Recreated,
+    Restored,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 11] = [
+    const ALL: [Scenario; 16] = [
         Scenario::DownAtStart,
         Scenario::Restart,
         Scenario::RestartExpired,
@@ -133,6 +154,11 @@ impl Scenario {
         Scenario::Malformed,
         Scenario::Writer,
         Scenario::Replicas,
+        Scenario::RbacLate,
+        Scenario::Rejected,
+        Scenario::Hung,
+        Scenario::Recreated,
+        Scenario::Restored,
     ];
 
     fn name(self) -> &'static str {
@@ -148,7 +174,56 @@ impl Scenario {
             Scenario::Malformed => "malformed-watch",
             Scenario::Writer => "concurrent-writer",
             Scenario::Replicas => "3-replicas-kill",
+            Scenario::RbacLate => "rbac-late",
+            Scenario::Rejected => "rejected",
+            Scenario::Hung => "hung",
+            Scenario::Recreated => "recreated",
+            Scenario::Restored => "restored",
         }
+    }
+
+    /// metainit's flags besides `--mode` and `--only`.
+    fn args(self) -> Vec<String> {
+        let args: &[&str] = match self {
+            Scenario::Hung => &["--request-timeout", HUNG_REQUEST_TIMEOUT],
+            Scenario::Restored => &["--resync-period", RESYNC_ARG],
+            _ => &[],
+        };
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    /// The statuses of the PATCHes refused on purpose while the scenario's refusal lasts,
+    /// whose number per object is bounded (per-object backoff, no hot loop).
+    fn refused(self) -> &'static [u16] {
+        match self {
+            Scenario::RbacLate => &[403],
+            Scenario::Rejected | Scenario::Recreated => &[422],
+            _ => &[],
+        }
+    }
+}
+
+/// rbac-late: the token table, before and after RBAC catches up: get, list and watch pods
+/// and create events from the start; patch (and on legacy initialize) only when granted.
+fn tokens(g: Gen, granted: bool) -> Option<HashMap<String, Vec<String>>> {
+    let mut perms: Vec<String> = ["get pods", "list pods", "watch pods", "create events"]
+        .map(String::from)
+        .into();
+    if granted {
+        perms.push("patch pods".into());
+        if g == Gen::Legacy {
+            perms.push("initialize pods".into());
+        }
+    }
+    Some([(TOKEN.to_string(), perms)].into())
+}
+
+/// rejected, recreated: the admission refusal.
+fn rejection() -> Rejection {
+    Rejection {
+        name_prefix: REJECT_PREFIX.into(),
+        code: 422,
+        message: "refused by the chaos suite's policy".into(),
     }
 }
 
@@ -194,7 +269,8 @@ enum Cat {
     One,
     /// Labelled, only the other name pending: never touched.
     Kept,
-    /// Labelled and refused: legacy `initializers.result` set; modern a bound pod. Never touched.
+    /// Labelled and refused: legacy `initializers.result` set; modern a pod being deleted
+    /// (held by a finalizer). Never touched.
     Refused,
     /// Labelled, nothing pending.
     None,
@@ -268,9 +344,12 @@ impl Cat {
                 Cat::Both | Cat::UnlabelledPending => gated_pod(name, labelled, &[c, k]),
                 Cat::One => gated_pod(name, labelled, &[c]),
                 Cat::Kept => gated_pod(name, labelled, &[k]),
+                // A gated pod is never bound (create refuses `spec.nodeName` with gates, the
+                // binding refuses a gated pod): one being deleted instead, held by a
+                // finalizer. Created unlabelled: `Obj::create` deletes it, then labels it.
                 Cat::Refused => {
-                    let mut p = gated_pod(name, labelled, &[c, k]);
-                    p["spec"]["nodeName"] = json!("node-1");
+                    let mut p = gated_pod(name, false, &[c, k]);
+                    p["metadata"]["finalizers"] = json!(["chaos.example.com/hold"]);
                     p
                 }
                 Cat::None | Cat::UnlabelledNone => pod(name, labelled),
@@ -316,6 +395,57 @@ struct Obj {
     created: Option<Instant>,
     original: Vec<String>,
     cleared: Option<Instant>,
+    uid: String,
+    /// resourceVersion when created (restored: when it became pending again).
+    rv: u64,
+    /// recreated: the uid before it was deleted and created again under its name.
+    old_uid: Option<String>,
+    /// restored: it existed when the snapshot was taken.
+    in_snapshot: bool,
+    /// restored: it had to be cleared (again) after the restore.
+    pending_after_restore: bool,
+}
+
+impl Obj {
+    /// Creates it on the server now (again, after a restore that lost it), and records
+    /// what it was created with.
+    fn create(&mut self, double: &Double, g: Gen) {
+        let mut created = double
+            .create("pods", self.ns, self.cat.object(g, &self.name))
+            .unwrap_or_else(|e| panic!("{} not created: {e}", self.name));
+        if g == Gen::Modern && self.cat == Cat::Refused {
+            // Terminating before it is labelled: metainit never sees it otherwise.
+            double
+                .delete("pods", self.ns, &self.name)
+                .unwrap_or_else(|e| panic!("{} not deleted: {e}", self.name));
+            let mut obj = double
+                .get("pods", self.ns, &self.name)
+                .unwrap_or_else(|| panic!("{} gone: its finalizer should hold it", self.name));
+            obj["metadata"]["labels"][LABEL] = json!("true");
+            created = double
+                .update("pods", self.ns, obj)
+                .unwrap_or_else(|e| panic!("{} not labelled: {e}", self.name));
+        }
+        self.original = g.names(&created);
+        self.created = Some(Instant::now());
+        self.cleared = None;
+        self.uid = uid(&created);
+        self.rv = rv(&created);
+    }
+}
+
+fn uid(obj: &Value) -> String {
+    obj.pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn rv(obj: &Value) -> u64 {
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 fn plan(size: &Size, rng: &mut Rng) -> Vec<Obj> {
@@ -358,6 +488,11 @@ fn plan(size: &Size, rng: &mut Rng) -> Vec<Obj> {
             created: None,
             original: Vec::new(),
             cleared: None,
+            uid: String::new(),
+            rv: 0,
+            old_uid: None,
+            in_snapshot: false,
+            pending_after_restore: false,
         })
         .collect()
 }
@@ -443,6 +578,109 @@ fn peak_per_second(times: &[Instant], from: Instant, to: Instant) -> f64 {
     peak as f64
 }
 
+/// When each request metainit sent arrived, on the suite's clock.
+fn request_times(double: &Double, t0: Instant, t0_sys: SystemTime) -> Vec<Instant> {
+    double
+        .requests()
+        .iter()
+        .filter_map(|r| Some(t0 + r.at.duration_since(t0_sys).ok()?))
+        .collect()
+}
+
+/// Phases during which the server refuses on purpose: every request failing, RBAC not
+/// granted yet, or admission refusing the writes of some objects.
+#[derive(Default)]
+struct Refusal {
+    since: Option<Instant>,
+    phases: Vec<(Instant, Instant)>,
+}
+
+impl Refusal {
+    fn start(&mut self, at: Instant) {
+        self.since = Some(at);
+    }
+
+    /// Ends the phase, if one is under way: the peak requests per second during it.
+    fn end(&mut self, double: &Double, t0: Instant, t0_sys: SystemTime) -> Option<f64> {
+        let from = self.since.take()?;
+        let to = Instant::now();
+        self.phases.push((from, to));
+        Some(peak_per_second(
+            &request_times(double, t0, t0_sys),
+            from,
+            to,
+        ))
+    }
+}
+
+/// No hot loop on one object. In each refusal phase, the PATCHes of one object answered
+/// with one of `codes` are at most what its backoff allows (0.1 s doubling, drawn down by
+/// up to a fifth, capped at 30 s) from its first such PATCH to the end of the phase,
+/// T seconds: log2(T / 0.1) + T / 30 + 3. Returns how many such PATCHes there were, and
+/// the most one object got in one phase.
+fn refused_per_object(
+    double: &Double,
+    t0: Instant,
+    t0_sys: SystemTime,
+    phases: &[(Instant, Instant)],
+    codes: &[u16],
+    problems: &mut Vec<String>,
+) -> (usize, usize) {
+    let requests = double.requests();
+    let (mut total, mut worst) = (0, 0);
+    for &(from, to) in phases {
+        let mut per: HashMap<&str, Vec<Instant>> = HashMap::new();
+        for r in requests
+            .iter()
+            .filter(|r| r.method == "PATCH" && codes.contains(&r.status))
+        {
+            let Ok(since) = r.at.duration_since(t0_sys) else {
+                continue;
+            };
+            let at = t0 + since;
+            if at >= from && at < to {
+                let path = r.path_and_query.split('?').next().unwrap_or("");
+                per.entry(path).or_default().push(at);
+            }
+        }
+        for (path, times) in per {
+            total += times.len();
+            worst = worst.max(times.len());
+            let first = times.iter().min().copied().unwrap_or(to);
+            let t = to.saturating_duration_since(first).as_secs_f64();
+            let bound = (t / 0.1).log2().max(0.0) + t / 30.0 + 3.0;
+            if times.len() as f64 > bound {
+                problems.push(format!(
+                    "{} refused PATCHes of {path} in {t:.1}s, over the backoff's bound of {bound:.1}",
+                    times.len()
+                ));
+            }
+        }
+    }
+    (total, worst)
+}
+
+/// restored: what the restore did.
+#[derive(Default)]
+struct RestoreLog {
+    at: Option<Instant>,
+    revision_before: u64,
+    revision_after: u64,
+    /// Objects created after the snapshot, lost, and created again.
+    lost: usize,
+    /// Objects to clear that were clear before the restore and pending after it.
+    pending_again: usize,
+}
+
+/// Lines metainit logged that contain every one of `parts`, over its processes.
+fn logged(procs: &[Proc], parts: &[&str]) -> Vec<String> {
+    procs
+        .iter()
+        .flat_map(|p| p.m.log())
+        .filter(|l| parts.iter().all(|part| l.contains(part)))
+        .collect()
+}
+
 // ---------------------------------------------------------------------------------------
 // Processes
 
@@ -455,8 +693,11 @@ struct Proc {
 }
 
 impl Proc {
-    fn spawn(bed: &Bed, g: Gen) -> Proc {
-        let m = bed.metainit(&["--mode", g.mode(), "--only", g.cleared()]);
+    fn spawn(bed: &Bed, g: Gen, s: Scenario) -> Proc {
+        let extra = s.args();
+        let mut args = vec!["--mode", g.mode(), "--only", g.cleared()];
+        args.extend(extra.iter().map(String::as_str));
+        let m = bed.metainit(&args);
         let pid = m.child.id().expect("metainit runs");
         Proc {
             m,
@@ -556,11 +797,21 @@ enum Step {
     Resume,
     Kill(usize),
     Respawn(usize),
+    /// Replace the token table (RBAC catching up); ends a refusal phase.
+    Tokens(Option<HashMap<String, Vec<String>>>),
+    /// Delete and create again, under the same name, every object named `REJECT_PREFIX…`
+    /// (a new uid, pending again).
+    Recreate,
+    /// Take an etcd snapshot, once metainit has cleared the first objects, with a few
+    /// objects to clear still pending in it; then many unrelated writes.
+    Snapshot,
+    /// Restore the snapshot: the revision goes backwards, open connections are cut.
+    Restore,
     /// The last fault has ended.
     Recovered,
 }
 
-fn steps(s: Scenario, size: &Size) -> Vec<(Duration, Step)> {
+fn steps(s: Scenario, g: Gen, size: &Size) -> Vec<(Duration, Step)> {
     let c = size.create_over;
     let none = Faults::default;
     match s {
@@ -686,6 +937,67 @@ fn steps(s: Scenario, size: &Size) -> Vec<(Duration, Step)> {
                 (at + Duration::from_secs(1), Step::Recovered),
             ]
         }
+        // Forbidden from the start (the token table of `run`), granted later.
+        Scenario::RbacLate => vec![
+            (size.total_failure, Step::Tokens(tokens(g, true))),
+            (size.total_failure, Step::Recovered),
+        ],
+        Scenario::Rejected => vec![
+            (
+                Duration::ZERO,
+                Step::Faults(Faults {
+                    reject_writes: Some(rejection()),
+                    ..none()
+                }),
+            ),
+            (c, Step::Faults(none())),
+            (c, Step::Recovered),
+        ],
+        // The hangs are used up by the first PATCHes; the bound runs from each creation.
+        Scenario::Hung => vec![
+            (
+                Duration::ZERO,
+                Step::Faults(Faults {
+                    hang_method: Some("PATCH".into()),
+                    hang_count: HANG_COUNT,
+                    ..none()
+                }),
+            ),
+            (Duration::ZERO, Step::Recovered),
+        ],
+        // Every object named so is created, and being retried, when it is re-created.
+        Scenario::Recreated => {
+            let at = c + Duration::from_millis(500);
+            let lift = at + size.total_failure / 2;
+            vec![
+                (
+                    Duration::ZERO,
+                    Step::Faults(Faults {
+                        reject_writes: Some(rejection()),
+                        ..none()
+                    }),
+                ),
+                (at, Step::Recreate),
+                (lift, Step::Faults(none())),
+                (lift, Step::Recovered),
+            ]
+        }
+        // Between the snapshot and the restore, at least one resync of metainit's sees the
+        // revision after the unrelated writes.
+        Scenario::Restored => {
+            // After the restore only the resync finds what the silent watch does not show.
+            assert!(
+                size.bound > 2 * RESYNC,
+                "the liveness bound must leave room for the resync"
+            );
+            let at = c.mul_f64(0.25);
+            let back = at + RESYNC + Duration::from_secs(1);
+            vec![
+                (at, Step::Snapshot),
+                (back, Step::Restore),
+                (back, Step::Recovered),
+            ]
+        }
     }
 }
 
@@ -709,7 +1021,35 @@ fn describe(s: Scenario, size: &Size) -> String {
         Scenario::Malformed => "malformed line before a watch event with p=0.1".into(),
         Scenario::Writer => "writer changes labels/annotations, removes names, deletes objects between read and PATCH; 100 ms latency".into(),
         Scenario::Replicas => "3 replicas; one SIGKILLed and restarted mid-run".into(),
+        Scenario::RbacLate => format!(
+            "token may get/list/watch pods and create events but not patch (nor initialize); granted after {}",
+            secs(size.total_failure)
+        ),
+        Scenario::Rejected => format!(
+            "PATCHes of {REJECT_PREFIX}* refused as by admission (422 Invalid with causes) for {}, then allowed",
+            secs(size.create_over)
+        ),
+        Scenario::Hung => format!(
+            "the first {HANG_COUNT} PATCHes accepted and never answered (--concurrency 16); --request-timeout {HUNG_REQUEST_TIMEOUT}"
+        ),
+        Scenario::Recreated => format!(
+            "PATCHes of {REJECT_PREFIX}* refused (422 with causes); while retried, each deleted and re-created under its name (new uid, pending again); refusal lifted {} later",
+            secs(size.total_failure / 2)
+        ),
+        Scenario::Restored => format!(
+            "etcd snapshot after the first clears, {} unrelated writes, restored {} later (revision backwards, connections cut, objects created since lost and created again, cleared ones pending again); --resync-period {RESYNC_ARG}",
+            burst(size),
+            secs(RESYNC + Duration::from_secs(1))
+        ),
     }
+}
+
+/// restored: unrelated writes between the snapshot and the restore, more than every write
+/// after the restore (the objects created again and the rest of the plan, their clears and
+/// Events), so that every object created after the restore has a revision below the one
+/// metainit saw, and its watch stays silent.
+fn burst(size: &Size) -> usize {
+    3 * (size.labelled + size.unlabelled)
 }
 
 fn legacy_config() -> Config {
@@ -916,7 +1256,15 @@ async fn run(s: Scenario, g: Gen, size: &Size) -> Row {
     if s == Scenario::Expired {
         config.history_window = 64;
     }
+    if s == Scenario::RbacLate {
+        config.tokens = tokens(g, false);
+    }
     let bed = Bed::start(config).await;
+    if s == Scenario::RbacLate {
+        bed.double
+            .write_kubeconfig(&bed.kubeconfig, Some(TOKEN))
+            .expect("kubeconfig with the token written");
+    }
     let double = bed.double.clone();
     let mut objs = plan(size, &mut rng);
     let mut row = Row {
@@ -951,7 +1299,7 @@ async fn run(s: Scenario, g: Gen, size: &Size) -> Row {
         )));
     }
 
-    let mut steps = steps(s, size);
+    let mut steps = steps(s, g, size);
     let mut knocks: Option<(Knocks, Instant)> = None;
     let mut outage_rps: Option<f64> = None;
     let mut recovered: Option<Instant> = None;
@@ -970,7 +1318,7 @@ async fn run(s: Scenario, g: Gen, size: &Size) -> Row {
             _ => unreachable!("only faults or a stop come first"),
         }
     }
-    let mut procs: Vec<Proc> = (0..replicas).map(|_| Proc::spawn(&bed, g)).collect();
+    let mut procs: Vec<Proc> = (0..replicas).map(|_| Proc::spawn(&bed, g, s)).collect();
     // Otherwise the timeline starts once every replica watches (start-up is part of it only
     // in down-at-start, and under the faults set above).
     if !down_at_start {
@@ -997,8 +1345,15 @@ async fn run(s: Scenario, g: Gen, size: &Size) -> Row {
     let t0_sys = SystemTime::now();
     let mut retired: Vec<Proc> = Vec::new();
     let mut next_obj = 0;
-    let mut total_failure: Option<Instant> = None;
+    let mut refusal = Refusal::default();
+    // Refused from the start: RBAC not granted yet, or admission refusing writes.
+    if s == Scenario::RbacLate || double.faults().reject_writes.is_some() {
+        refusal.start(t0);
+    }
     let mut expiries = 0;
+    let mut recreated = 0;
+    let mut snapshot: Option<kube_double::Snapshot> = None;
+    let mut restore = RestoreLog::default();
     let deadline_after =
         |recovered: Instant, t0: Instant| recovered.max(t0 + size.create_over) + size.bound;
     let hard_limit = size.create_over + size.down + size.bound + Duration::from_secs(30);
@@ -1019,23 +1374,111 @@ async fn run(s: Scenario, g: Gen, size: &Size) -> Row {
             let (_, step) = steps.remove(0);
             match step {
                 Step::Faults(f) => {
-                    if f.error_fraction >= 1.0 {
-                        total_failure = Some(Instant::now());
-                    } else if let Some(from) = total_failure.take() {
-                        // Requests per second while every request failed.
-                        let to = Instant::now();
-                        let times: Vec<Instant> = double
-                            .requests()
-                            .iter()
-                            .filter_map(|r| {
-                                let since = r.at.duration_since(t0_sys).ok()?;
-                                Some(t0 + since)
-                            })
-                            .collect();
-                        outage_rps =
-                            Some(peak_per_second(&times, from, to).max(outage_rps.unwrap_or(0.0)));
+                    if let Some(rps) = refusal.end(&double, t0, t0_sys) {
+                        outage_rps = Some(rps.max(outage_rps.unwrap_or(0.0)));
+                    }
+                    if f.error_fraction >= 1.0 || f.reject_writes.is_some() {
+                        refusal.start(Instant::now());
                     }
                     double.set_faults(f);
+                }
+                Step::Tokens(t) => {
+                    if let Some(rps) = refusal.end(&double, t0, t0_sys) {
+                        outage_rps = Some(rps.max(outage_rps.unwrap_or(0.0)));
+                    }
+                    double.set_tokens(t);
+                }
+                Step::Recreate => {
+                    // A re-created object starts afresh: its count of refused PATCHes too.
+                    if let Some(rps) = refusal.end(&double, t0, t0_sys) {
+                        outage_rps = Some(rps.max(outage_rps.unwrap_or(0.0)));
+                    }
+                    refusal.start(Instant::now());
+                    for o in objs
+                        .iter_mut()
+                        .filter(|o| o.created.is_some() && o.name.starts_with(REJECT_PREFIX))
+                    {
+                        match double.recreate("pods", o.ns, &o.name) {
+                            Ok(new) => {
+                                let new_uid = uid(&new);
+                                if new_uid.is_empty() || new_uid == o.uid {
+                                    problems.push(format!(
+                                        "{}/{} re-created with the same uid {new_uid:?}",
+                                        o.ns, o.name
+                                    ));
+                                }
+                                o.old_uid = Some(std::mem::replace(&mut o.uid, new_uid));
+                                o.original = g.names(&new);
+                                o.created = Some(Instant::now());
+                                o.cleared = None;
+                                o.rv = rv(&new);
+                                recreated += 1;
+                            }
+                            Err(e) => {
+                                problems.push(format!("{}/{} not re-created: {e}", o.ns, o.name))
+                            }
+                        }
+                    }
+                }
+                Step::Snapshot => {
+                    // Not before metainit has cleared the first objects: next tick again.
+                    if elapsed < size.create_over && !objs.iter().any(|o| o.cleared.is_some()) {
+                        steps.insert(0, (elapsed, Step::Snapshot));
+                        break;
+                    }
+                    // A few objects to clear, still pending in the snapshot: created now,
+                    // ahead of their turn, and the snapshot taken before metainit can act.
+                    for o in objs
+                        .iter_mut()
+                        .filter(|o| o.cat.must_clear() && o.created.is_none())
+                        .take(3)
+                    {
+                        o.create(&double, g);
+                    }
+                    snapshot = Some(double.snapshot());
+                    for o in objs.iter_mut() {
+                        o.in_snapshot = o.created.is_some();
+                    }
+                    for i in 0..burst(size) {
+                        let name = format!("{BURST_PREFIX}{i:05}");
+                        double
+                            .create("pods", "default", Cat::UnlabelledNone.object(g, &name))
+                            .expect("an unrelated write");
+                    }
+                }
+                Step::Restore => {
+                    let snap = snapshot.take().expect("a snapshot before the restore");
+                    let was_clear: Vec<bool> = objs
+                        .iter()
+                        .map(|o| {
+                            o.cat.must_clear()
+                                && double
+                                    .get("pods", o.ns, &o.name)
+                                    .is_some_and(|cur| g.names(&cur) == expected(g, o, &[]))
+                        })
+                        .collect();
+                    restore.revision_before = double.resource_version();
+                    double.restore(&snap);
+                    restore.at = Some(Instant::now());
+                    restore.revision_after = double.resource_version();
+                    for (o, was_clear) in objs.iter_mut().zip(was_clear) {
+                        if o.created.is_some() && !o.in_snapshot {
+                            // Lost with the etcd state: its controller creates it again.
+                            o.create(&double, g);
+                            restore.lost += 1;
+                            o.pending_after_restore = o.cat.must_clear();
+                        } else if o.cat.must_clear() && o.created.is_some() {
+                            let cur = double
+                                .get("pods", o.ns, &o.name)
+                                .expect("an object of the snapshot is back");
+                            o.rv = rv(&cur);
+                            o.cleared = None;
+                            o.pending_after_restore = g.names(&cur) != expected(g, o, &[]);
+                            if was_clear && o.pending_after_restore {
+                                restore.pending_again += 1;
+                            }
+                        }
+                    }
                 }
                 Step::Stop => {
                     double.stop();
@@ -1057,7 +1500,7 @@ async fn run(s: Scenario, g: Gen, size: &Size) -> Row {
                     procs[i].killed = true;
                 }
                 Step::Respawn(i) => {
-                    let fresh = Proc::spawn(&bed, g);
+                    let fresh = Proc::spawn(&bed, g, s);
                     retired.push(std::mem::replace(&mut procs[i], fresh));
                 }
                 Step::Recovered => recovered = Some(Instant::now()),
@@ -1073,11 +1516,12 @@ async fn run(s: Scenario, g: Gen, size: &Size) -> Row {
         while next_obj < due {
             let o = &mut objs[next_obj];
             next_obj += 1;
-            let created = double
-                .create("pods", o.ns, o.cat.object(g, &o.name))
-                .unwrap_or_else(|e| panic!("{} not created: {e}", o.name));
-            o.original = g.names(&created);
-            o.created = Some(Instant::now());
+            if o.created.is_some() {
+                // Created ahead of its turn (restored).
+                continue;
+            }
+            o.create(&double, g);
+            o.pending_after_restore = restore.at.is_some() && o.cat.must_clear();
             if s == Scenario::Writer && o.cat.must_clear() {
                 tokio::spawn(write_on(
                     double.clone(),
@@ -1243,6 +1687,19 @@ async fn run(s: Scenario, g: Gen, size: &Size) -> Row {
         row.faults
             .push_str(&format!("; metainit logged {seen} watch errors"));
     }
+    scenario_checks(
+        s,
+        &double,
+        &procs,
+        &objs,
+        (t0, t0_sys),
+        &refusal,
+        recreated,
+        &restore,
+        &mut row,
+        &mut problems,
+    )
+    .await;
     let raced = double
         .requests()
         .iter()
@@ -1330,6 +1787,173 @@ async fn run(s: Scenario, g: Gen, size: &Size) -> Row {
     row.problems = problems;
     row.wall = started.elapsed();
     row
+}
+
+/// The sum of the samples of metainit's metrics whose name and labels start with
+/// `prefix`, over its running processes.
+async fn metric(procs: &[Proc], prefix: &str) -> f64 {
+    let mut sum = 0.0;
+    for p in procs.iter().filter(|p| !p.killed) {
+        let addr = p.m.admin_addr().await;
+        let text = admin_get(&addr, "/metrics").await.1;
+        sum += text
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    sum
+}
+
+/// The number after `key` (e.g. `from=`) in a log line.
+fn number_after(line: &str, key: &str) -> Option<u64> {
+    let rest = &line[line.find(key)? + key.len()..];
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// The scenarios of refusals, hangs, re-creations and restores: evidence that the fault
+/// happened (or the scenario fails: it would prove nothing), what metainit logged at WARN
+/// and counted about it, and no hot loop on any one refused object. Liveness, safety,
+/// memory and the request rate are judged as for every scenario.
+#[allow(clippy::too_many_arguments)]
+async fn scenario_checks(
+    s: Scenario,
+    double: &Double,
+    procs: &[Proc],
+    objs: &[Obj],
+    (t0, t0_sys): (Instant, SystemTime),
+    refusal: &Refusal,
+    recreated: usize,
+    restore: &RestoreLog,
+    row: &mut Row,
+    problems: &mut Vec<String>,
+) {
+    let refused = |what: &str, problems: &mut Vec<String>| {
+        let (n, worst) =
+            refused_per_object(double, t0, t0_sys, &refusal.phases, s.refused(), problems);
+        if n == 0 {
+            problems.push(format!("no PATCH was {what}: the fault did not happen"));
+        }
+        format!("{n} PATCHes {what}, at most {worst} per object")
+    };
+    let warned = |parts: &[&str], reason: &str, counted: f64, problems: &mut Vec<String>| {
+        let n = logged(procs, parts).len();
+        if n == 0 || counted < 1.0 {
+            problems.push(format!(
+                "metainit logged {n} WARN lines with {parts:?} and counted {counted} failures with reason {reason:?}, wanted at least 1 of each"
+            ));
+        }
+        format!("{n} WARN lines, {counted} counted as {reason:?}")
+    };
+    let failures = |reason: &str| format!("metainit_clear_failures_total{{reason=\"{reason}\"}}");
+    match s {
+        Scenario::RbacLate => {
+            let patches = refused("forbidden (403)", problems);
+            let counted = metric(procs, &failures("forbidden")).await;
+            let warns = warned(
+                &["WARN", "403 Forbidden", "cannot clear yet"],
+                "forbidden",
+                counted,
+                problems,
+            );
+            row.faults.push_str(&format!("; {patches}; {warns}"));
+        }
+        Scenario::Rejected | Scenario::Recreated => {
+            let patches = refused("refused (422)", problems);
+            let counted = metric(procs, &failures("rejected")).await;
+            let warns = warned(
+                &["WARN", "422 Invalid", "cannot clear yet"],
+                "rejected",
+                counted,
+                problems,
+            );
+            if s == Scenario::Recreated {
+                if recreated == 0 {
+                    problems.push("no object was re-created: the fault did not happen".into());
+                }
+                // The object cleared is the new one, under the old name.
+                for o in objs.iter().filter(|o| o.old_uid.is_some()) {
+                    let now = double.get("pods", o.ns, &o.name).map(|cur| uid(&cur));
+                    if now.as_deref() != Some(o.uid.as_str()) || o.old_uid.as_ref() == now.as_ref()
+                    {
+                        problems.push(format!(
+                            "{}/{}: uid {now:?} at the end, re-created as {:?} (was {:?})",
+                            o.ns, o.name, o.uid, o.old_uid
+                        ));
+                    }
+                }
+                row.faults
+                    .push_str(&format!("; {recreated} re-created (new uid)"));
+            }
+            row.faults.push_str(&format!("; {patches}; {warns}"));
+        }
+        Scenario::Hung => {
+            let left = double.faults().hang_count;
+            if left > 0 {
+                problems.push(format!(
+                    "only {} of the {HANG_COUNT} hanging PATCHes used up: metainit stopped sending PATCHes, or the fault did not happen",
+                    HANG_COUNT - left
+                ));
+            }
+            let counted = metric(procs, &failures("timeout")).await;
+            let warns = warned(
+                &["WARN", "--request-timeout", "cannot clear yet"],
+                "timeout",
+                counted,
+                problems,
+            );
+            row.faults
+                .push_str(&format!("; {} PATCHes hung; {warns}", HANG_COUNT - left));
+        }
+        Scenario::Restored => {
+            let warns = logged(procs, &["WARN", "revision went backwards"]);
+            let counted = metric(
+                procs,
+                "metainit_watch_restarts_total{cause=\"revision_backwards\"}",
+            )
+            .await;
+            // The revision metainit had seen, as it said when it found the server below it.
+            let seen = warns.iter().filter_map(|l| number_after(l, "from=")).max();
+            if warns.is_empty() || counted < 1.0 {
+                problems.push(format!(
+                    "metainit logged {} WARN lines \"revision went backwards\" and counted {counted} restarts with cause \"revision_backwards\", wanted at least 1 of each",
+                    warns.len()
+                ));
+            }
+            let after: Vec<&Obj> = objs.iter().filter(|o| o.pending_after_restore).collect();
+            let below = after
+                .iter()
+                .filter(|o| seen.is_some_and(|r| o.rv < r))
+                .count();
+            if restore.pending_again == 0 {
+                problems.push(
+                    "no cleared object was pending again after the restore: the fault did not happen"
+                        .into(),
+                );
+            }
+            if let Some(seen) = seen
+                && below == 0
+            {
+                problems.push(format!(
+                    "no object to clear after the restore had a revision below the {seen} metainit had seen: the fault did not happen"
+                ));
+            }
+            row.faults.push_str(&format!(
+                "; revision {} -> {}, {} objects lost and created again, {} cleared ones pending again; {below} of the {} to clear after it below the revision metainit had seen ({}); {} WARN lines, {counted} counted as \"revision_backwards\"",
+                restore.revision_before,
+                restore.revision_after,
+                restore.lost,
+                restore.pending_again,
+                after.len(),
+                seen.map_or("-".to_string(), |r| r.to_string()),
+                warns.len()
+            ));
+        }
+        _ => {}
+    }
 }
 
 // ---------------------------------------------------------------------------------------
