@@ -69,13 +69,27 @@ impl Held {
 
     /// Drops what metainit never reads, so objects kept in memory stay small.
     pub fn slim(mut self) -> Self {
-        self.slim_in_place();
+        self.metadata.meta.managed_fields = None;
+        self.metadata.meta.annotations = None;
         self
     }
 
-    pub fn slim_in_place(&mut self) {
-        self.metadata.meta.managed_fields = None;
-        self.metadata.meta.annotations = None;
+    /// Keeps only what the engine reads, for objects held in the watch's store for as long
+    /// as they are labelled: names, uid, version, deletion, the one label, and the blockers.
+    pub fn trim(&mut self, label_key: &str) {
+        let m = &mut self.metadata.meta;
+        m.managed_fields = None;
+        m.annotations = None;
+        m.owner_references = None;
+        m.finalizers = None;
+        m.generate_name = None;
+        m.creation_timestamp = None;
+        m.generation = None;
+        m.deletion_grace_period_seconds = None;
+        m.self_link = None;
+        if let Some(labels) = &mut m.labels {
+            labels.retain(|k, _| k == label_key);
+        }
     }
 
     pub fn uid(&self) -> Option<&str> {
@@ -120,6 +134,36 @@ impl Resource for Held {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn trimmed_for_the_store_keeps_what_the_engine_reads() {
+        let mut held: Held = serde_json::from_value(json!({
+            "metadata": {
+                "name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                "generateName": "p-", "creationTimestamp": "2026-01-01T00:00:00Z",
+                "deletionTimestamp": "2026-01-02T00:00:00Z",
+                "labels": {"k8s.opsani.io/initializer": "", "app": "x"},
+                "annotations": {"a": "b"}, "finalizers": ["f"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "ou"}],
+                "initializers": {"pending": [{"name": "a.example.com"}]}
+            },
+            "spec": {"schedulingGates": [{"name": "g"}]}
+        }))
+        .unwrap();
+        held.trim("k8s.opsani.io/initializer");
+        assert_eq!(
+            serde_json::to_value(&held).unwrap(),
+            json!({
+                "metadata": {
+                    "name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                    "deletionTimestamp": "2026-01-02T00:00:00Z",
+                    "labels": {"k8s.opsani.io/initializer": ""},
+                    "initializers": {"pending": [{"name": "a.example.com"}]}
+                },
+                "spec": {"schedulingGates": [{"name": "g"}]}
+            })
+        );
+    }
 
     #[test]
     fn keeps_initializers_and_gates_drops_the_rest() {

@@ -44,6 +44,9 @@ pub struct Watch {
     pub resync: Duration,
     pub health: Arc<Health>,
     pub metrics: Arc<Metrics>,
+    /// Whether an object needs the Controller: one that holds nothing back (the state
+    /// after metainit's own patch, most often) is only stored, not reconciled.
+    pub wanted: Box<dyn Fn(&Held) -> bool + Send + Sync>,
 }
 
 /// Why the watch restarted, for the metric.
@@ -148,7 +151,10 @@ impl State {
     async fn next(&mut self) -> Held {
         loop {
             if let Some(obj) = self.replay.pop() {
-                return (*obj).clone();
+                if (self.watch.wanted)(&obj) {
+                    return (*obj).clone();
+                }
+                continue;
             }
             let event = tokio::select! {
                 event = self.inner.next() => event,
@@ -159,7 +165,11 @@ impl State {
             };
             match event {
                 Some(Ok(event)) => {
-                    if let Some(obj) = self.apply(event.modify(Held::slim_in_place)) {
+                    let key = &self.watch.label_key;
+                    let event = event.modify(|o| o.trim(key));
+                    if let Some(obj) = self.apply(event)
+                        && (self.watch.wanted)(&obj)
+                    {
                         return obj;
                     }
                 }
