@@ -28,7 +28,7 @@ use tracing::{debug, info, warn};
 use crate::{
     Error, Result,
     admin::{self, Health},
-    blocker::{Decision, Leave},
+    blocker::Decision,
     clear::{Clearer, Done},
     cli::RunArgs,
     failure::{self, Failure},
@@ -187,7 +187,6 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             clearer.only.clone(),
             clearer.label_key.clone(),
         );
-        let (only_w, key_w) = (only.clone(), label_key.clone());
         let pending = store.clone();
         metrics.pending_from(Box::new(move || {
             pending
@@ -206,12 +205,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             // Objects that hold nothing back (most often the state after metainit's own
             // patch) are stored, not reconciled; the ones left alone on purpose are, to be
             // logged.
-            wanted: Box::new(move |o| {
-                !matches!(
-                    mode.decide(o, &only_w, &key_w),
-                    Decision::Leave(Leave::NotPending | Leave::Terminating | Leave::Bound)
-                )
-            }),
+            wanted: Box::new(move |o| mode.needs_reconcile(o)),
         };
         let dyntype = clearer.target.resource.clone();
         let ctx = Arc::new(Ctx {

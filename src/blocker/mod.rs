@@ -55,6 +55,25 @@ impl Mode {
         }
     }
 
+    /// Whether `decide` would do anything but leave the object silently (nothing pending,
+    /// terminating, bound): the watch's filter, on every event, so without building the
+    /// patch that `decide` builds.
+    pub fn needs_reconcile(self, obj: &Held) -> bool {
+        let non_empty =
+            |v: Option<&Value>| v.and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+        match self {
+            Mode::Initializers => obj.metadata.initializers.as_ref().is_some_and(|i| {
+                i.get("result").is_some_and(|r| !r.is_null()) || non_empty(i.get("pending"))
+            }),
+            Mode::SchedulingGates => {
+                let spec = obj.spec.as_ref();
+                non_empty(spec.and_then(|s| s.scheduling_gates.as_ref()))
+                    && !obj.is_terminating()
+                    && spec.is_none_or(|s| s.node_name.as_deref().is_none_or(str::is_empty))
+            }
+        }
+    }
+
     /// The names holding the object back, whatever `--only` says (for `status`).
     pub fn blocking_names(self, obj: &Held) -> Vec<String> {
         match self {
@@ -125,5 +144,38 @@ mod tests {
             ])
         );
         assert_eq!(pointer_segment("a~b/c"), "a~0b~1c");
+    }
+
+    #[test]
+    fn needs_reconcile_agrees_with_decide() {
+        let objects = [
+            json!({"metadata": {"name": "p"}}),
+            json!({"metadata": {"name": "p", "initializers": null}}),
+            json!({"metadata": {"name": "p", "initializers": {"pending": []}}}),
+            json!({"metadata": {"name": "p", "initializers": {"pending": [{"name": "a"}]}}}),
+            json!({"metadata": {"name": "p", "initializers": {"pending": [{"name": "b"}]}}}),
+            json!({"metadata": {"name": "p", "initializers": {"pending": [{}]}}}),
+            json!({"metadata": {"name": "p", "initializers": {"pending": [], "result": {"status": "Failure"}}}}),
+            json!({"metadata": {"name": "p"}, "spec": {}}),
+            json!({"metadata": {"name": "p"}, "spec": {"schedulingGates": []}}),
+            json!({"metadata": {"name": "p"}, "spec": {"schedulingGates": [{"name": "a"}]}}),
+            json!({"metadata": {"name": "p"}, "spec": {"schedulingGates": [{"name": "b"}]}}),
+            json!({"metadata": {"name": "p"}, "spec": {"schedulingGates": [{"name": "a"}], "nodeName": "n"}}),
+            json!({"metadata": {"name": "p"}, "spec": {"schedulingGates": [{"name": "a"}], "nodeName": ""}}),
+            json!({"metadata": {"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+                   "spec": {"schedulingGates": [{"name": "a"}]}}),
+        ];
+        for mode in [Mode::Initializers, Mode::SchedulingGates] {
+            for only in [vec![], vec!["a".to_string()]] {
+                for o in &objects {
+                    let obj: Held = serde_json::from_value(o.clone()).unwrap();
+                    let quiet = matches!(
+                        mode.decide(&obj, &only, "k"),
+                        Decision::Leave(Leave::NotPending | Leave::Terminating | Leave::Bound)
+                    );
+                    assert_eq!(mode.needs_reconcile(&obj), !quiet, "{mode} {only:?} {o}");
+                }
+            }
+        }
     }
 }
