@@ -1,29 +1,22 @@
-//! The daemon: one kube-runtime `Controller` per watched resource. The Controller keeps
-//! the store (newest state by name, so an object re-created under the same name is the
-//! one worked on), runs one reconcile per object at a time, re-runs it when a new state
-//! arrives meanwhile, and bounds concurrent reconciles. A reconcile is one attempt at one
-//! object; `error_policy` asks again later with a per-object backoff (100 ms doubling to
-//! 30 s, never before the server's Retry-After), so no failure is ever final while the
-//! server can be reached.
+//! The daemon: per watched resource, kube-runtime's watcher feeds the reflector's store
+//! (newest state by name, so an object re-created under the same name is the one worked
+//! on) and a work queue (`queue.rs`: one worker per object at a time, worked on again when
+//! a new state arrives meanwhile, at most `--concurrency` at once). A unit of work is one
+//! attempt at one object; a failure brings the object back with a per-object backoff
+//! (100 ms doubling to 30 s, never before the server's Retry-After), so no failure is
+//! ever final while the server can be reached.
 
 use std::{
     collections::HashMap,
     process::ExitCode,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
 use futures::StreamExt;
-use kube::runtime::{
-    Controller,
-    controller::{self, Action},
-    reflector::{Store, store::Writer},
-};
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use crate::{
     Error, Result,
@@ -34,22 +27,23 @@ use crate::{
     failure::{self, Failure},
     metrics::Metrics,
     object::Held,
+    queue::Queue,
     setup,
     shutdown::Shutdown,
     watch::Watch,
 };
 
-/// What a reconcile needs: the clearer, and the objects seen pending.
+/// What the work on one object needs: the clearer, the store, the objects seen pending,
+/// and the queue to come back to after a failure.
 struct Ctx {
     clearer: Clearer,
     store: Store<Held>,
     tracks: Tracks,
-    in_flight: Arc<AtomicUsize>,
+    queue: Arc<Queue<ObjectRef<Held>>>,
 }
 
 /// The objects seen pending and not cleared yet, by `namespace/name`: since when (for
-/// the latency metric) and how many attempts failed in a row (for the backoff). The
-/// Controller lacks a per-object backoff (kube-rs/kube#1916): this is it.
+/// the latency metric) and how many attempts failed in a row (for the backoff).
 #[derive(Default)]
 struct Tracks(Mutex<HashMap<String, Track>>);
 
@@ -116,9 +110,23 @@ fn retry_delay(tracks: &Tracks, key: &str, f: &Failure) -> (u32, Duration) {
     )
 }
 
-async fn reconcile(obj: Arc<Held>, ctx: Arc<Ctx>) -> Result<Action, Failure> {
+/// One attempt at the newest state of the object; after a failure, it comes back later.
+async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
+    // Deleted since it was queued: its track is swept with the others.
+    let Some(obj) = ctx.store.get(&key) else {
+        return;
+    };
+    if let Err(f) = reconcile(&obj, &ctx).await {
+        let id = obj.key();
+        let (failures, wait) = retry_delay(&ctx.tracks, &id, &f);
+        ctx.clearer.report(&id, &f, failures, Some(wait));
+        ctx.queue.add_after(key, wait);
+    }
+}
+
+async fn reconcile(obj: &Held, ctx: &Ctx) -> Result<(), Failure> {
     let key = obj.key();
-    let decision = ctx.clearer.decide(&obj);
+    let decision = ctx.clearer.decide(obj);
     if matches!(decision, Decision::Clear { .. }) {
         ctx.tracks.pending(&key, obj.uid());
         // Objects deleted while pending leave a track behind: sweep now and then.
@@ -128,10 +136,7 @@ async fn reconcile(obj: Arc<Held>, ctx: Arc<Ctx>) -> Result<Action, Failure> {
             ctx.tracks.retain(|k| keys.contains(k));
         }
     }
-    ctx.in_flight.fetch_add(1, Ordering::SeqCst);
-    let done = ctx.clearer.attempt(&obj, decision).await;
-    ctx.in_flight.fetch_sub(1, Ordering::SeqCst);
-    let done = done?;
+    let done = ctx.clearer.attempt(obj, decision).await?;
     // Whatever became of it (cleared, left, gone), it is no longer tracked.
     if let (Some(pending), Done::Cleared(_)) = (ctx.tracks.done(&key), &done) {
         ctx.clearer
@@ -139,14 +144,7 @@ async fn reconcile(obj: Arc<Held>, ctx: Arc<Ctx>) -> Result<Action, Failure> {
             .clear_latency
             .observe(pending.as_secs_f64());
     }
-    Ok(Action::await_change())
-}
-
-fn error_policy(obj: Arc<Held>, f: &Failure, ctx: Arc<Ctx>) -> Action {
-    let key = obj.key();
-    let (failures, wait) = retry_delay(&ctx.tracks, &key, f);
-    ctx.clearer.report(&key, f, failures, Some(wait));
-    Action::requeue(wait)
+    Ok(())
 }
 
 /// Runs until SIGTERM; then lets in-flight patches and Events finish.
@@ -174,13 +172,14 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             health.shutting_down();
         });
     }
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let mut controllers = Vec::new();
+    let mut queues = Vec::new();
+    let mut engines = Vec::new();
     for clearer in clearers {
         let api = clearer
             .target
             .api(&clearer.client, args.common.namespace.as_deref());
-        let writer = Writer::new(clearer.target.resource.clone());
+        let dyntype = clearer.target.resource.clone();
+        let writer = Writer::new(dyntype.clone());
         let store = writer.as_reader();
         let (mode, only, label_key) = (
             clearer.mode,
@@ -203,41 +202,54 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             health: health.clone(),
             metrics: metrics.clone(),
             // Objects that hold nothing back (most often the state after metainit's own
-            // patch) are stored, not reconciled; the ones left alone on purpose are, to be
+            // patch) are stored, not queued; the ones left alone on purpose are, to be
             // logged.
             wanted: Box::new(move |o| mode.needs_reconcile(o)),
         };
-        let dyntype = clearer.target.resource.clone();
+        let (queue, ready) = Queue::new();
+        let feed = {
+            let queue = queue.clone();
+            tokio::spawn(watch.stream(writer, dyntype).for_each(move |key| {
+                queue.add(key);
+                std::future::ready(())
+            }))
+        };
         let ctx = Arc::new(Ctx {
             clearer,
-            store: store.clone(),
+            store,
             tracks: Tracks::default(),
-            in_flight: in_flight.clone(),
+            queue: queue.clone(),
         });
         let stop = shutdown.clone();
-        let controller = Controller::for_stream_with(watch.stream(writer), store, dyntype)
-            .with_config(controller::Config::default().concurrency(args.concurrency))
-            .graceful_shutdown_on(async move { stop.requested().await })
-            .run(reconcile, error_policy, ctx)
-            .for_each(|r| {
-                if let Err(e) = r {
-                    debug!(error = %e, "reconcile skipped");
-                }
-                std::future::ready(())
-            });
-        controllers.push(controller);
+        let engine = queue.clone().run(
+            ready,
+            usize::from(args.concurrency),
+            move |key| work(key, ctx.clone()),
+            async move {
+                stop.requested().await;
+                feed.abort();
+            },
+        );
+        queues.push(queue);
+        engines.push(engine);
     }
-    let all = futures::future::join_all(controllers);
+    let all = futures::future::join_all(engines);
     tokio::pin!(all);
     tokio::select! {
         _ = &mut all => {}
         _ = shutdown.requested() => {}
     }
     let stopping = tokio::time::Instant::now();
+    let (in_flight, queued) = queues
+        .iter()
+        .map(|q| q.counts())
+        .fold((0, 0), |a, c| (a.0 + c.0, a.1 + c.1));
+    let events_queued = events.queued();
     info!(
-        in_flight = in_flight.load(Ordering::SeqCst),
-        events_queued = events.queued(),
-        "waiting for in-flight patches and Events"
+        in_flight,
+        queued,
+        events_queued,
+        "waiting for in-flight patches: {in_flight} in flight, {queued} queued (left for the next start), {events_queued} Events to write"
     );
     let finished = tokio::time::timeout(args.shutdown_timeout, &mut all)
         .await

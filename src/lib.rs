@@ -17,6 +17,7 @@ pub mod logging;
 pub mod metrics;
 pub mod object;
 pub mod once;
+pub mod queue;
 pub mod setup;
 pub mod shutdown;
 pub mod status;

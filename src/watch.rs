@@ -11,10 +11,10 @@
 //!   alone would retry from the same version for ever;
 //! - `/readyz` and the restart metric, fed with the real reason of every failure.
 //!
-//! Objects go into the reflector's store (slimmed), and every applied one is yielded as
-//! a trigger for the Controller; a list's objects only once the list is done, when the
-//! store holds them (before, a relist's new objects were looked up in the old store,
-//! not found, and skipped until the next resync).
+//! Objects go into the reflector's store (trimmed), and the key of every applied one that
+//! needs work is yielded for the work queue; a list's objects only once the list is done,
+//! when the store holds them (before, a relist's new objects were looked up in the old
+//! store, not found, and skipped until the next resync).
 
 use std::{
     sync::Arc,
@@ -27,7 +27,7 @@ use kube::{
     api::ListParams,
     runtime::{
         WatchStreamExt,
-        reflector::{Store, store::Writer},
+        reflector::{ObjectRef, Store, store::Writer},
         watcher,
     },
 };
@@ -44,8 +44,8 @@ pub struct Watch {
     pub resync: Duration,
     pub health: Arc<Health>,
     pub metrics: Arc<Metrics>,
-    /// Whether an object needs the Controller: one that holds nothing back (the state
-    /// after metainit's own patch, most often) is only stored, not reconciled.
+    /// Whether an object needs work: one that holds nothing back (the state after
+    /// metainit's own patch, most often) is only stored, not queued.
     pub wanted: Box<dyn Fn(&Held) -> bool + Send + Sync>,
 }
 
@@ -93,7 +93,8 @@ struct State {
     index: usize,
     writer: Writer<Held>,
     store: Store<Held>,
-    /// Objects of a list just completed, still to hand to the Controller.
+    dyntype: kube::core::ApiResource,
+    /// Objects of a list just completed, still to hand to the queue.
     replay: Vec<Arc<Held>>,
     inner: BoxStream<'static, watcher::Result<watcher::Event<Held>>>,
     next_resync: tokio::time::Instant,
@@ -105,17 +106,19 @@ struct State {
 }
 
 impl Watch {
-    /// The triggers for the Controller; the store behind `writer` is kept up to date.
-    /// The stream never ends and never yields an error: failures are handled here.
+    /// The keys of objects that need work; the store behind `writer` is kept up to date
+    /// first. The stream never ends and never yields an error: failures are handled here.
     pub fn stream(
         self,
         writer: Writer<Held>,
-    ) -> impl Stream<Item = Result<Held, watcher::Error>> + Send + 'static {
+        dyntype: kube::core::ApiResource,
+    ) -> impl Stream<Item = ObjectRef<Held>> + Send + 'static {
         let index = self
             .health
             .add_watch(&self.resource, self.api.resource_url());
         let state = State {
             store: writer.as_reader(),
+            dyntype,
             replay: Vec::new(),
             inner: start(&self),
             next_resync: tokio::time::Instant::now() + self.resync,
@@ -127,8 +130,8 @@ impl Watch {
             failing: None,
         };
         futures::stream::unfold(state, |mut st| async move {
-            let obj = st.next().await;
-            Some((Ok(obj), st))
+            let key = st.next().await;
+            Some((key, st))
         })
     }
 }
@@ -148,11 +151,11 @@ fn version(obj: &Held) -> u64 {
 }
 
 impl State {
-    async fn next(&mut self) -> Held {
+    async fn next(&mut self) -> ObjectRef<Held> {
         loop {
             if let Some(obj) = self.replay.pop() {
                 if (self.watch.wanted)(&obj) {
-                    return (*obj).clone();
+                    return ObjectRef::from_obj_with(&*obj, self.dyntype.clone());
                 }
                 continue;
             }
@@ -170,7 +173,7 @@ impl State {
                     if let Some(obj) = self.apply(event)
                         && (self.watch.wanted)(&obj)
                     {
-                        return obj;
+                        return ObjectRef::from_obj_with(&obj, self.dyntype.clone());
                     }
                 }
                 Some(Err(e)) => self.failed(e),
@@ -195,7 +198,7 @@ impl State {
                 None
             }
             // A listed object reaches the store only when the whole list is done: the
-            // Controller, which reads the store, hears of it then (see `InitDone`).
+            // queue, whose workers read the store, hears of it then (see `InitDone`).
             watcher::Event::InitApply(obj) => {
                 self.listed += 1;
                 self.highest = self.highest.max(version(&obj));

@@ -267,8 +267,10 @@ async fn sigterm_lets_in_flight_patches_finish() {
             )
             .unwrap();
     }
-    // Give the watch time to deliver them and the patches time to be sent.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually("10 patches sent", WAIT, || {
+        bed.double.arrived("PATCH") == 10
+    })
+    .await;
     assert_eq!(bed.patched().len(), 0, "no patch has completed yet");
     m.signal("TERM");
     let mut m = m;
@@ -289,7 +291,7 @@ async fn sigterm_lets_in_flight_patches_finish() {
     assert!(
         m.log()
             .iter()
-            .any(|l| l.contains("waiting for in-flight patches")),
+            .any(|l| l.contains("waiting for in-flight patches: 10 in flight, 0 queued")),
         "{:#?}",
         m.log()
     );
@@ -308,9 +310,14 @@ async fn a_second_signal_exits_at_once() {
     bed.double
         .create("pods", "default", gated_pod("slow", true, &[KUEUE]))
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually("the patch sent", WAIT, || bed.double.arrived("PATCH") == 1).await;
     m.signal("TERM");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually("the first signal taken", WAIT, || {
+        m.log()
+            .iter()
+            .any(|l| l.contains("waiting for in-flight patches: 1 in flight"))
+    })
+    .await;
     m.signal("INT");
     let mut m = m;
     let started = std::time::Instant::now();

@@ -280,6 +280,12 @@ impl Double {
         self.shared().requests()
     }
 
+    /// How many requests with this method arrived, answered or not (a slow or hung one
+    /// counts as soon as it is received).
+    pub fn arrived(&self, method: &str) -> usize {
+        self.shared().arrived(method)
+    }
+
     pub fn clear_requests(&self) {
         self.shared().clear_requests();
     }

@@ -114,6 +114,7 @@ async fn respond(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Response<Body> {
+    shared.arrive(method.as_str());
     if shared.take_hang(method.as_str()) {
         // Read completely, never answered: a half-open connection through a load
         // balancer. Not logged (never answered); the future is dropped when the client

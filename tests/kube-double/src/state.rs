@@ -33,6 +33,8 @@ pub struct Shared {
     tokens: Mutex<Tokens>,
     rng: Mutex<fastrand::Rng>,
     requests: Mutex<Vec<RequestRecord>>,
+    /// Requests received so far, answered or not, by method.
+    arrived: Mutex<std::collections::HashMap<String, usize>>,
     /// Snapshots taken over `POST /_double/snapshot`, by id (index).
     snapshots: Mutex<Vec<Snapshot>>,
     /// The stand-in scheduler's node (`Config::scheduler`, changeable at run time).
@@ -54,6 +56,7 @@ impl Shared {
             tokens: Mutex::new(config.tokens.clone().map(Arc::new)),
             rng: Mutex::new(fastrand::Rng::with_seed(config.seed)),
             requests: Mutex::new(Vec::new()),
+            arrived: Mutex::new(std::collections::HashMap::new()),
             snapshots: Mutex::new(Vec::new()),
             scheduler: Mutex::new(config.scheduler.clone()),
             scheduler_changed: tokio::sync::Notify::new(),
@@ -77,6 +80,16 @@ impl Shared {
 
     pub fn set_faults(&self, f: Faults) {
         *relock(&self.faults) = f;
+    }
+
+    /// Counts a request as it arrives, before any fault delays or drops its answer.
+    pub fn arrive(&self, method: &str) {
+        *relock(&self.arrived).entry(method.to_string()).or_default() += 1;
+    }
+
+    /// How many requests with this method arrived, answered or not.
+    pub fn arrived(&self, method: &str) -> usize {
+        relock(&self.arrived).get(method).copied().unwrap_or(0)
     }
 
     /// True when a request with this method must hang: takes one from `hang_count`.
