@@ -4,10 +4,8 @@
 
 use std::{sync::Arc, time::Duration};
 
-use kube::{
-    Client,
-    api::{Patch, PatchParams},
-};
+use kube::{Client, Resource};
+use serde::de::IgnoredAny;
 use tracing::{Level, debug, info};
 
 use crate::{
@@ -61,16 +59,10 @@ impl Clearer {
             info!(kind = %kind, object = %obj.key(), names = %names.join(","), "dry run: would clear");
             return Ok(Done::WouldClear(names));
         }
-        let patch: json_patch::Patch =
-            serde_json::from_value(patch).map_err(|e| Failure::from(kube::Error::SerdeError(e)))?;
-        let api = self.target.api(&self.client, obj.namespace());
         debug!(object = %obj.key(), names = %names.join(","), "patching");
-        match api
-            .patch(
-                obj.name(),
-                &PatchParams::default(),
-                &Patch::Json::<()>(patch),
-            )
+        match self
+            .client
+            .request::<IgnoredAny>(self.patch_request(obj, &patch)?)
             .await
         {
             Ok(_) => {
@@ -98,6 +90,28 @@ impl Clearer {
                 }
             }
         }
+    }
+
+    /// `PATCH` with the JSON patch as the body, as `Api::patch` with `Patch::Json` sends it,
+    /// without its round trip of the patch through `json_patch::Patch`; the answer (the
+    /// whole object) is not parsed, since nothing in it is read.
+    fn patch_request(
+        &self,
+        obj: &Held,
+        patch: &serde_json::Value,
+    ) -> Result<http::Request<Vec<u8>>, Failure> {
+        let ns = obj.namespace().filter(|_| self.target.namespaced);
+        let url = format!(
+            "{}/{}",
+            Held::url_path(&self.target.resource, ns),
+            obj.name()
+        );
+        let body =
+            serde_json::to_vec(patch).map_err(|e| Failure::from(kube::Error::SerdeError(e)))?;
+        http::Request::patch(url)
+            .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+            .body(body)
+            .map_err(|e| Failure::from(kube::Error::HttpError(e)))
     }
 
     fn log_left(&self, obj: &Held, leave: &Leave) {

@@ -1,10 +1,11 @@
-//! The slim view of an object that metainit reads: standard metadata, the legacy
-//! `metadata.initializers` (which k8s-openapi 0.29 no longer models and would drop), and
-//! the two pod fields the gates mode needs. Everything else in a list or watch response is
-//! skipped while parsing, so a pod costs a few hundred bytes here.
+//! The slim view of an object that metainit reads: the metadata fields it uses, the
+//! legacy `metadata.initializers` (which k8s-openapi 0.29 no longer models and would
+//! drop), and the two pod fields the gates mode needs. Everything else in a list or watch
+//! response is skipped while parsing, so a pod costs a few hundred bytes here.
 
-use std::borrow::Cow;
+use std::{borrow::Cow, collections::BTreeMap};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::{
     Resource,
     core::{ApiResource, DynamicResourceScope, ObjectMeta},
@@ -13,13 +14,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(from = "Wire")]
 pub struct Held {
     pub metadata: HeldMeta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<HeldSpec>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct HeldMeta {
     #[serde(flatten)]
     pub meta: ObjectMeta,
@@ -36,6 +38,54 @@ pub struct HeldSpec {
     pub scheduling_gates: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
+}
+
+/// An object as parsed: only the metadata fields metainit reads, named one by one. (The
+/// whole `ObjectMeta` flattened beside `initializers` made serde buffer all of the
+/// metadata, managed fields included, before reading it: a seventh of the CPU of a burst.)
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(default)]
+    metadata: WireMeta,
+    #[serde(default)]
+    spec: Option<HeldSpec>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    labels: Option<BTreeMap<String, String>>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    owner_references: Option<Vec<OwnerReference>>,
+    initializers: Option<Value>,
+}
+
+impl From<Wire> for Held {
+    fn from(w: Wire) -> Self {
+        let m = w.metadata;
+        Held {
+            metadata: HeldMeta {
+                meta: ObjectMeta {
+                    name: m.name,
+                    namespace: m.namespace,
+                    uid: m.uid,
+                    resource_version: m.resource_version,
+                    labels: m.labels,
+                    creation_timestamp: m.creation_timestamp,
+                    deletion_timestamp: m.deletion_timestamp,
+                    owner_references: m.owner_references,
+                    ..ObjectMeta::default()
+                },
+                initializers: m.initializers,
+            },
+            spec: w.spec,
+        }
+    }
 }
 
 impl Held {
@@ -67,26 +117,12 @@ impl Held {
         self.metadata.meta.deletion_timestamp.is_some()
     }
 
-    /// Drops what metainit never reads, so objects kept in memory stay small.
-    pub fn slim(mut self) -> Self {
-        self.metadata.meta.managed_fields = None;
-        self.metadata.meta.annotations = None;
-        self
-    }
-
     /// Keeps only what the engine reads, for objects held in the watch's store for as long
     /// as they are labelled: names, uid, version, deletion, the one label, and the blockers.
     pub fn trim(&mut self, label_key: &str) {
         let m = &mut self.metadata.meta;
-        m.managed_fields = None;
-        m.annotations = None;
         m.owner_references = None;
-        m.finalizers = None;
-        m.generate_name = None;
         m.creation_timestamp = None;
-        m.generation = None;
-        m.deletion_grace_period_seconds = None;
-        m.self_link = None;
         if let Some(labels) = &mut m.labels {
             labels.retain(|k, _| k == label_key);
         }

@@ -119,7 +119,7 @@ async fn list(
                 }
                 Err(e) => return Err(e),
             };
-        out.extend(page.items.into_iter().map(Held::slim));
+        out.extend(page.items);
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(out),
@@ -139,7 +139,7 @@ async fn clear(clearer: &Clearer, obj: Held, deadline: Instant) -> Result<Done, 
             Some(obj) => clearer.attempt(&obj, clearer.decide(&obj)).await,
             None => match api.get_opt(&name).await {
                 Ok(Some(fresh)) => {
-                    current = Some(fresh.slim());
+                    current = Some(fresh);
                     continue;
                 }
                 Ok(None) => Ok(Done::Gone),

@@ -230,7 +230,7 @@ async fn list_all(
     let mut out = Vec::new();
     loop {
         let page = discovery::with_retries("LIST", url, deadline, || api.list(&params)).await?;
-        out.extend(page.items.into_iter().map(Held::slim));
+        out.extend(page.items);
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(out),
