@@ -110,6 +110,8 @@ impl Clearer {
             serde_json::to_vec(patch).map_err(|e| Failure::from(kube::Error::SerdeError(e)))?;
         http::Request::patch(url)
             .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+            // The verb kube's own requests carry, for its tracing layer.
+            .extension("patch")
             .body(body)
             .map_err(|e| Failure::from(kube::Error::HttpError(e)))
     }

@@ -12,26 +12,26 @@
 //! (BENCHMARKS.md). kube-runtime's watcher and reflector store are still what feed it.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{HashMap, HashSet, VecDeque},
     future::Future,
     hash::Hash,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
 
-use tokio::{
-    sync::{Semaphore, mpsc},
-    time::Instant,
-};
+use futures::{Stream, StreamExt};
+use tokio::{sync::Notify, time::Instant};
 
 pub struct Queue<K> {
     state: Mutex<State<K>>,
-    /// Keys ready to be worked on: each is in `dirty` and not in `processing`, and is in
-    /// the channel once.
-    ready: mpsc::UnboundedSender<K>,
+    /// Wakes an idle worker when a key becomes ready.
+    wake: Notify,
 }
 
 struct State<K> {
+    /// Keys ready to be worked on, in order: each is in `dirty`, not in `processing`,
+    /// and here once.
+    ready: VecDeque<K>,
     /// Keys waiting to be worked on (again).
     dirty: HashSet<K>,
     /// Keys being worked on.
@@ -41,29 +41,26 @@ struct State<K> {
     closed: bool,
 }
 
-/// The receiving end, for [`Queue::run`].
-pub struct Ready<K>(mpsc::UnboundedReceiver<K>);
-
 impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
-    pub fn new() -> (Arc<Self>, Ready<K>) {
-        let (ready, rx) = mpsc::unbounded_channel();
-        let queue = Arc::new(Self {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
             state: Mutex::new(State {
+                ready: VecDeque::new(),
                 dirty: HashSet::new(),
                 processing: HashSet::new(),
                 delayed: HashMap::new(),
                 closed: false,
             }),
-            ready,
-        });
-        (queue, Ready(rx))
+            wake: Notify::new(),
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, State<K>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Asks for work on `key` now; a retry that was waiting for it is no longer needed.
+    /// Asks for work on `key` now, from any task; a retry that was waiting for it is no
+    /// longer needed.
     pub fn add(&self, key: K) {
         let mut s = self.lock();
         if s.closed {
@@ -73,8 +70,9 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         if s.processing.contains(&key) {
             s.dirty.insert(key);
         } else if s.dirty.insert(key.clone()) {
+            s.ready.push_back(key);
             drop(s);
-            let _ = self.ready.send(key);
+            self.wake.notify_one();
         }
     }
 
@@ -101,18 +99,40 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         });
     }
 
-    fn start(&self, key: &K) {
+    /// The next ready key, now being worked on.
+    fn take(&self) -> Option<K> {
         let mut s = self.lock();
-        s.dirty.remove(key);
+        let key = s.ready.pop_front()?;
+        s.dirty.remove(&key);
         s.processing.insert(key.clone());
+        Some(key)
     }
 
+    /// Waits for the next ready key; `None` once the queue is closed.
+    async fn next(&self) -> Option<K> {
+        loop {
+            // Registered before looking, so that an `add` right after is not missed.
+            let notified = self.wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.lock().closed {
+                return None;
+            }
+            if let Some(key) = self.take() {
+                return Some(key);
+            }
+            notified.await;
+        }
+    }
+
+    /// Work on `key` is done: if it was added meanwhile, it is ready again.
     fn done(&self, key: &K) {
         let mut s = self.lock();
         s.processing.remove(key);
         if s.dirty.contains(key) && !s.closed {
+            s.ready.push_back(key.clone());
             drop(s);
-            let _ = self.ready.send(key.clone());
+            self.wake.notify_one();
         }
     }
 
@@ -122,43 +142,47 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         (s.processing.len(), s.dirty.len())
     }
 
-    /// Works on keys as they are added, at most `concurrency` at a time, each in a task of
-    /// its own, until `stop` resolves; then starts no more and waits for the work started.
+    /// Adds the keys `source` yields and works on them with `concurrency` workers, as
+    /// client-go's controllers do: each worker takes the next ready key as soon as it is
+    /// done with one, so in a burst no task waits to be woken for a key. Until `stop`
+    /// resolves; then the workers start no more and this waits for the work started.
     pub async fn run<F, Fut>(
         self: Arc<Self>,
-        mut ready: Ready<K>,
+        source: impl Stream<Item = K>,
         concurrency: usize,
         work: F,
         stop: impl Future<Output = ()>,
     ) where
-        F: Fn(K) -> Fut,
+        F: Fn(K) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let permits = Arc::new(Semaphore::new(concurrency));
-        tokio::pin!(stop);
-        loop {
-            let next = async {
-                let permit = Arc::clone(&permits).acquire_owned().await.ok()?;
-                Some((permit, ready.0.recv().await?))
-            };
-            let Some((permit, key)) = (tokio::select! {
-                biased;
-                _ = &mut stop => None,
-                next = next => next,
-            }) else {
-                break;
-            };
-            self.start(&key);
-            let (queue, work) = (Arc::clone(&self), work(key.clone()));
-            tokio::spawn(async move {
-                work.await;
-                queue.done(&key);
-                drop(permit);
+        let work = Arc::new(work);
+        let mut workers = tokio::task::JoinSet::new();
+        for _ in 0..concurrency.max(1) {
+            let (queue, work) = (Arc::clone(&self), Arc::clone(&work));
+            workers.spawn(async move {
+                while let Some(key) = queue.next().await {
+                    work(key.clone()).await;
+                    queue.done(&key);
+                }
             });
         }
+        tokio::pin!(stop);
+        tokio::pin!(source);
+        let mut source_open = true;
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut stop => break,
+                key = source.next(), if source_open => match key {
+                    Some(key) => self.add(key),
+                    None => source_open = false,
+                },
+            }
+        }
         self.lock().closed = true;
-        let all = u32::try_from(concurrency).unwrap_or(u32::MAX);
-        let _ = permits.acquire_many(all).await;
+        self.wake.notify_waiters();
+        while workers.join_next().await.is_some() {}
     }
 }
 
@@ -218,7 +242,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_key_added_many_times_while_waiting_is_worked_on_once() {
-        let (queue, ready) = Queue::new();
+        let queue = Queue::new();
         let log = Arc::new(Log::default());
         for _ in 0..5 {
             queue.add(1);
@@ -226,9 +250,12 @@ mod tests {
         }
         let stop = Arc::new(Notify::new());
         let s = Arc::clone(&stop);
-        let run = tokio::spawn(
-            Arc::clone(&queue).run(ready, 4, log.worker(), async move { s.notified().await }),
-        );
+        let run = tokio::spawn(Arc::clone(&queue).run(
+            futures::stream::pending(),
+            4,
+            log.worker(),
+            async move { s.notified().await },
+        ));
         until("both worked on", || log.worked().len() == 2).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(log.worked(), vec![1, 2]);
@@ -238,15 +265,18 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_key_added_while_worked_on_is_worked_on_again_after_never_at_once() {
-        let (queue, ready) = Queue::new();
+        let queue = Queue::new();
         let log = Arc::new(Log::default());
         let gate = Arc::new(Notify::new());
         log.hold.lock().unwrap().insert(7, Arc::clone(&gate));
         let stop = Arc::new(Notify::new());
         let s = Arc::clone(&stop);
-        let run = tokio::spawn(
-            Arc::clone(&queue).run(ready, 4, log.worker(), async move { s.notified().await }),
-        );
+        let run = tokio::spawn(Arc::clone(&queue).run(
+            futures::stream::pending(),
+            4,
+            log.worker(),
+            async move { s.notified().await },
+        ));
         queue.add(7);
         until("7 started", || queue.counts() == (1, 0)).await;
         queue.add(7);
@@ -264,16 +294,19 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn no_more_than_concurrency_at_once_and_all_get_done() {
-        let (queue, ready) = Queue::new();
+        let queue = Queue::new();
         let log = Arc::new(Log::default());
         for k in 0..50 {
             queue.add(k);
         }
         let stop = Arc::new(Notify::new());
         let s = Arc::clone(&stop);
-        let run = tokio::spawn(
-            Arc::clone(&queue).run(ready, 3, log.worker(), async move { s.notified().await }),
-        );
+        let run = tokio::spawn(Arc::clone(&queue).run(
+            futures::stream::pending(),
+            3,
+            log.worker(),
+            async move { s.notified().await },
+        ));
         until("all worked on", || log.worked().len() == 50).await;
         assert_eq!(log.worked(), (0..50).collect::<Vec<_>>());
         assert_eq!(log.most.load(Ordering::SeqCst), 3);
@@ -282,14 +315,37 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_later_retry_waits_its_delay_a_sooner_one_wins_and_add_cancels_it() {
-        let (queue, ready) = Queue::new();
+    async fn keys_from_the_source_are_worked_on() {
+        let queue = Queue::new();
         let log = Arc::new(Log::default());
+        let source = futures::stream::iter([1, 2, 2, 3]).chain(futures::stream::pending());
         let stop = Arc::new(Notify::new());
         let s = Arc::clone(&stop);
         let run = tokio::spawn(
-            Arc::clone(&queue).run(ready, 4, log.worker(), async move { s.notified().await }),
+            Arc::clone(&queue).run(source, 4, log.worker(), async move { s.notified().await }),
         );
+        until("all worked on", || {
+            let mut w = log.worked();
+            w.dedup();
+            w == vec![1, 2, 3]
+        })
+        .await;
+        stop.notify_one();
+        run.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_later_retry_waits_its_delay_a_sooner_one_wins_and_add_cancels_it() {
+        let queue = Queue::new();
+        let log = Arc::new(Log::default());
+        let stop = Arc::new(Notify::new());
+        let s = Arc::clone(&stop);
+        let run = tokio::spawn(Arc::clone(&queue).run(
+            futures::stream::pending(),
+            4,
+            log.worker(),
+            async move { s.notified().await },
+        ));
         let start = Instant::now();
         queue.add_after(1, Duration::from_secs(10));
         queue.add_after(1, Duration::from_secs(2));
@@ -318,15 +374,18 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn stop_starts_nothing_new_and_waits_for_the_work_started() {
-        let (queue, ready) = Queue::new();
+        let queue = Queue::new();
         let log = Arc::new(Log::default());
         let gate = Arc::new(Notify::new());
         log.hold.lock().unwrap().insert(1, Arc::clone(&gate));
         let stop = Arc::new(Notify::new());
         let s = Arc::clone(&stop);
-        let run = tokio::spawn(
-            Arc::clone(&queue).run(ready, 1, log.worker(), async move { s.notified().await }),
-        );
+        let run = tokio::spawn(Arc::clone(&queue).run(
+            futures::stream::pending(),
+            1,
+            log.worker(),
+            async move { s.notified().await },
+        ));
         queue.add(1);
         queue.add(2);
         until("1 started", || queue.counts() == (1, 1)).await;
