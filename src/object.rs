@@ -10,8 +10,8 @@ use kube::{
     Resource,
     core::{ApiResource, DynamicResourceScope, ObjectMeta},
 };
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::{Deserialize, Serialize, de::IgnoredAny};
+use serde_json::{Value, value::RawValue};
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(from = "Wire")]
@@ -25,17 +25,21 @@ pub struct Held {
 pub struct HeldMeta {
     #[serde(flatten)]
     pub meta: ObjectMeta,
-    /// Kept as raw JSON, exactly as the server sent it: the clearing patch tests this value.
+    /// Kept as the server sent it, text and all: the clearing patch tests this value. (As
+    /// text it costs its length; parsed, each `{name}` would be a map of eleven slots.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub initializers: Option<Value>,
+    pub initializers: Option<Box<RawValue>>,
+    /// The one label the engine reads, `(key, value)`, once `trim` dropped the others.
+    #[serde(skip)]
+    pub kept_label: Option<(String, String)>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HeldSpec {
-    /// Kept as raw JSON, exactly as the server sent it: the clearing patch tests this value.
+    /// Kept as the server sent it, text and all: the clearing patch tests this value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduling_gates: Option<Value>,
+    pub scheduling_gates: Option<Box<RawValue>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
 }
@@ -62,7 +66,7 @@ struct WireMeta {
     creation_timestamp: Option<Time>,
     deletion_timestamp: Option<Time>,
     owner_references: Option<Vec<OwnerReference>>,
-    initializers: Option<Value>,
+    initializers: Option<Box<RawValue>>,
 }
 
 impl From<Wire> for Held {
@@ -82,6 +86,7 @@ impl From<Wire> for Held {
                     ..ObjectMeta::default()
                 },
                 initializers: m.initializers,
+                kept_label: None,
             },
             spec: w.spec,
         }
@@ -106,11 +111,60 @@ impl Held {
     }
 
     pub fn has_label(&self, key: &str) -> bool {
+        self.label(key).is_some()
+    }
+
+    /// The value of the label `key`, if the object carries it.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        if let Some((k, v)) = &self.metadata.kept_label
+            && k == key
+        {
+            return Some(v);
+        }
         self.metadata
             .meta
             .labels
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
+    }
+
+    /// `metadata.initializers`, parsed.
+    pub fn initializers(&self) -> Option<Value> {
+        parse(self.metadata.initializers.as_deref())
+    }
+
+    /// `spec.schedulingGates`, parsed.
+    pub fn scheduling_gates(&self) -> Option<Value> {
+        parse(self.spec.as_ref()?.scheduling_gates.as_deref())
+    }
+
+    /// Whether `metadata.initializers` has a `pending` entry, and whether its `result` is
+    /// set, read without building anything.
+    pub fn initializers_state(&self) -> (bool, bool) {
+        #[derive(Deserialize)]
+        struct State {
+            #[serde(default)]
+            pending: Option<Vec<IgnoredAny>>,
+            #[serde(default)]
+            result: Option<IgnoredAny>,
+        }
+        self.metadata
+            .initializers
+            .as_deref()
+            .and_then(|r| serde_json::from_str::<State>(r.get()).ok())
+            .map_or((false, false), |s| {
+                (s.pending.is_some_and(|p| !p.is_empty()), s.result.is_some())
+            })
+    }
+
+    /// Whether `spec.schedulingGates` has an entry, read without building anything.
+    pub fn has_gates(&self) -> bool {
+        self.spec
             .as_ref()
-            .is_some_and(|l| l.contains_key(key))
+            .and_then(|s| s.scheduling_gates.as_deref())
+            .and_then(|r| serde_json::from_str::<Vec<IgnoredAny>>(r.get()).ok())
+            .is_some_and(|g| !g.is_empty())
     }
 
     pub fn is_terminating(&self) -> bool {
@@ -123,14 +177,18 @@ impl Held {
         let m = &mut self.metadata.meta;
         m.owner_references = None;
         m.creation_timestamp = None;
-        if let Some(labels) = &mut m.labels {
-            labels.retain(|k, _| k == label_key);
+        if let Some(value) = m.labels.take().and_then(|mut l| l.remove(label_key)) {
+            self.metadata.kept_label = Some((label_key.to_string(), value));
         }
     }
 
     pub fn uid(&self) -> Option<&str> {
         self.metadata.meta.uid.as_deref()
     }
+}
+
+fn parse(raw: Option<&RawValue>) -> Option<Value> {
+    serde_json::from_str(raw?.get()).ok()
 }
 
 impl Resource for Held {
@@ -166,6 +224,12 @@ impl Resource for Held {
     }
 }
 
+/// An object from its JSON, as the watch parses it (from text: raw values need that).
+#[cfg(test)]
+pub(crate) fn held(v: Value) -> Held {
+    serde_json::from_str(&v.to_string()).expect("an object")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,7 +237,7 @@ mod tests {
 
     #[test]
     fn trimmed_for_the_store_keeps_what_the_engine_reads() {
-        let mut held: Held = serde_json::from_value(json!({
+        let mut held = held(json!({
             "metadata": {
                 "name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
                 "generateName": "p-", "creationTimestamp": "2026-01-01T00:00:00Z",
@@ -184,16 +248,16 @@ mod tests {
                 "initializers": {"pending": [{"name": "a.example.com"}]}
             },
             "spec": {"schedulingGates": [{"name": "g"}]}
-        }))
-        .unwrap();
+        }));
         held.trim("k8s.opsani.io/initializer");
+        assert_eq!(held.label("k8s.opsani.io/initializer"), Some(""));
+        assert!(!held.has_label("app"));
         assert_eq!(
             serde_json::to_value(&held).unwrap(),
             json!({
                 "metadata": {
                     "name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
                     "deletionTimestamp": "2026-01-02T00:00:00Z",
-                    "labels": {"k8s.opsani.io/initializer": ""},
                     "initializers": {"pending": [{"name": "a.example.com"}]}
                 },
                 "spec": {"schedulingGates": [{"name": "g"}]}
@@ -203,7 +267,7 @@ mod tests {
 
     #[test]
     fn keeps_initializers_and_gates_drops_the_rest() {
-        let held: Held = serde_json::from_value(json!({
+        let held = held(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
                 "name": "p", "namespace": "ns", "resourceVersion": "7",
@@ -213,20 +277,20 @@ mod tests {
             "spec": {"containers": [{"name": "c", "image": "x"}],
                      "schedulingGates": [{"name": "example.com/g"}], "nodeName": "n1"},
             "status": {"phase": "Pending"}
-        }))
-        .unwrap();
+        }));
         assert_eq!(held.key(), "ns/p");
         assert!(held.has_label("k8s.opsani.io/initializer"));
         assert_eq!(
-            held.metadata.initializers,
+            held.initializers(),
             Some(json!({"pending": [{"name": "a.example.com"}]}))
         );
-        let spec = held.spec.unwrap();
+        assert_eq!(held.initializers_state(), (true, false));
         assert_eq!(
-            spec.scheduling_gates,
+            held.scheduling_gates(),
             Some(json!([{"name": "example.com/g"}]))
         );
-        assert_eq!(spec.node_name.as_deref(), Some("n1"));
+        assert!(held.has_gates());
+        assert_eq!(held.spec.unwrap().node_name.as_deref(), Some("n1"));
         assert_eq!(held.metadata.meta.resource_version.as_deref(), Some("7"));
     }
 }

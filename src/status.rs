@@ -120,11 +120,7 @@ async fn report(args: &StatusArgs) -> Result<Report> {
 }
 
 fn init_failed(obj: &Held) -> bool {
-    obj.metadata
-        .initializers
-        .as_ref()
-        .and_then(|i| i.get("result"))
-        .is_some_and(|r| !r.is_null())
+    obj.initializers_state().1
 }
 
 fn row(

@@ -7,9 +7,10 @@ use crate::object::Held;
 
 pub fn decide(pod: &Held, only: &[String]) -> Decision {
     let spec = pod.spec.as_ref();
-    let Some(seen) = spec.and_then(|s| s.scheduling_gates.as_ref()) else {
+    let Some(seen) = pod.scheduling_gates() else {
         return Decision::Leave(Leave::NotPending);
     };
+    let seen = &seen;
     let gates = seen.as_array().map(Vec::as_slice).unwrap_or_default();
     if gates.is_empty() {
         return Decision::Leave(Leave::NotPending);
@@ -40,7 +41,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn pod(v: Value) -> Held {
-        serde_json::from_value(v).unwrap()
+        crate::object::held(v)
     }
 
     #[test]

@@ -43,7 +43,7 @@ impl Mode {
     /// label was removed meanwhile: either is a race, and the newest state is looked at.
     pub fn decide(self, obj: &Held, only: &[String], label_key: &str) -> Decision {
         let decision = match self {
-            Mode::Initializers => initializers::decide(obj.metadata.initializers.as_ref(), only),
+            Mode::Initializers => initializers::decide(obj.initializers().as_ref(), only),
             Mode::SchedulingGates => gates::decide(obj, only),
         };
         match decision {
@@ -59,17 +59,18 @@ impl Mode {
     /// terminating, bound): the watch's filter, on every event, so without building the
     /// patch that `decide` builds.
     pub fn needs_reconcile(self, obj: &Held) -> bool {
-        let non_empty =
-            |v: Option<&Value>| v.and_then(Value::as_array).is_some_and(|a| !a.is_empty());
         match self {
-            Mode::Initializers => obj.metadata.initializers.as_ref().is_some_and(|i| {
-                i.get("result").is_some_and(|r| !r.is_null()) || non_empty(i.get("pending"))
-            }),
+            Mode::Initializers => {
+                let (pending, failed) = obj.initializers_state();
+                pending || failed
+            }
             Mode::SchedulingGates => {
-                let spec = obj.spec.as_ref();
-                non_empty(spec.and_then(|s| s.scheduling_gates.as_ref()))
+                obj.has_gates()
                     && !obj.is_terminating()
-                    && spec.is_none_or(|s| s.node_name.as_deref().is_none_or(str::is_empty))
+                    && obj
+                        .spec
+                        .as_ref()
+                        .is_none_or(|s| s.node_name.as_deref().is_none_or(str::is_empty))
             }
         }
     }
@@ -77,10 +78,8 @@ impl Mode {
     /// The names holding the object back, whatever `--only` says (for `status`).
     pub fn blocking_names(self, obj: &Held) -> Vec<String> {
         match self {
-            Mode::Initializers => initializers::pending_names(obj.metadata.initializers.as_ref()),
-            Mode::SchedulingGates => {
-                names(obj.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()))
-            }
+            Mode::Initializers => initializers::pending_names(obj.initializers().as_ref()),
+            Mode::SchedulingGates => names(obj.scheduling_gates().as_ref()),
         }
     }
 }
@@ -98,12 +97,11 @@ pub fn pointer_segment(s: &str) -> String {
 
 /// Prepends `test` operations on the uid and on the label as seen to a clearing patch.
 fn guarded(obj: &Held, label_key: &str, patch: Value) -> Value {
-    let meta = &obj.metadata.meta;
     let mut ops = Vec::with_capacity(4);
-    if let Some(uid) = &meta.uid {
+    if let Some(uid) = obj.uid() {
         ops.push(json!({"op": "test", "path": "/metadata/uid", "value": uid}));
     }
-    if let Some(value) = meta.labels.as_ref().and_then(|l| l.get(label_key)) {
+    if let Some(value) = obj.label(label_key) {
         ops.push(json!({
             "op": "test",
             "path": format!("/metadata/labels/{}", pointer_segment(label_key)),
@@ -123,12 +121,18 @@ mod tests {
 
     #[test]
     fn the_patch_tests_uid_and_label_first() {
-        let pod: Held = serde_json::from_value(json!({
+        let pod = crate::object::held(json!({
             "metadata": {"name": "p", "uid": "u-1",
                          "labels": {"k8s.opsani.io/initializer": "x~y"}},
             "spec": {"schedulingGates": [{"name": "g"}]}
-        }))
-        .unwrap();
+        }));
+        let mut trimmed = pod.clone();
+        trimmed.trim("k8s.opsani.io/initializer");
+        assert_eq!(
+            Mode::SchedulingGates.decide(&trimmed, &[], "k8s.opsani.io/initializer"),
+            Mode::SchedulingGates.decide(&pod, &[], "k8s.opsani.io/initializer"),
+            "the store's trimmed copy gets the same patch"
+        );
         let Decision::Clear { patch, .. } =
             Mode::SchedulingGates.decide(&pod, &[], "k8s.opsani.io/initializer")
         else {
@@ -168,7 +172,7 @@ mod tests {
         for mode in [Mode::Initializers, Mode::SchedulingGates] {
             for only in [vec![], vec!["a".to_string()]] {
                 for o in &objects {
-                    let obj: Held = serde_json::from_value(o.clone()).unwrap();
+                    let obj = crate::object::held(o.clone());
                     let quiet = matches!(
                         mode.decide(&obj, &only, "k"),
                         Decision::Leave(Leave::NotPending | Leave::Terminating | Leave::Bound)
