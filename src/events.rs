@@ -13,15 +13,16 @@ use kube::{
 };
 
 use std::{
+    collections::VecDeque,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
     },
     time::Duration,
 };
 
 use backon::{ExponentialBuilder, Retryable};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 use tracing::{debug, warn};
 
 use crate::{
@@ -80,19 +81,36 @@ pub fn cleared_event(
     }
 }
 
+/// An Event ready to be written: its namespace and its body.
+struct Prepared {
+    namespace: String,
+    body: Vec<u8>,
+    /// The object's `namespace/name`, for the log.
+    key: String,
+}
+
+impl Prepared {
+    fn new(event: &Event, key: String) -> Result<Prepared, kube::Error> {
+        Ok(Prepared {
+            namespace: event
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            body: serde_json::to_vec(event).map_err(kube::Error::SerdeError)?,
+            key,
+        })
+    }
+}
+
 /// Writes the Event. The caller logs and counts a failure; it never fails a clearing.
 /// The server's copy of the Event in the answer is not decoded: nothing reads it.
-pub async fn publish(client: Client, event: Event) -> Result<(), kube::Error> {
-    let ns = event
-        .metadata
-        .namespace
-        .clone()
-        .unwrap_or_else(|| "default".into());
-    let body = serde_json::to_vec(&event).map_err(kube::Error::SerdeError)?;
-    let mut request =
-        kube::core::Request::new(Api::<Event>::namespaced(client.clone(), &ns).resource_url())
-            .create(&PostParams::default(), body)
-            .map_err(kube::Error::BuildRequest)?;
+async fn publish(client: &Client, event: &Prepared) -> Result<(), kube::Error> {
+    let mut request = kube::core::Request::new(
+        Api::<Event>::namespaced(client.clone(), &event.namespace).resource_url(),
+    )
+    .create(&PostParams::default(), event.body.clone())
+    .map_err(kube::Error::BuildRequest)?;
     request.extensions_mut().insert("create");
     client.request_text(request).await.map(|_| ())
 }
@@ -113,56 +131,80 @@ pub fn node_name(flag: Option<&str>) -> String {
 /// At most this many Events wait to be written; more are dropped, and counted.
 pub const QUEUE_LIMIT: usize = 1024;
 
-/// Writes Events in the background, a few at a time so that in a burst they trail the
-/// clearing instead of competing with it for the server; retries a transient failure a
-/// few times with backoff; bounds what waits; and lets the process wait for the ones
-/// still queued before it exits.
+/// Writes Events in the background, a few at a time (a few workers) so that in a burst
+/// they trail the clearing instead of competing with it for the server; retries a
+/// transient failure a few times with backoff; bounds what waits, each Event as its
+/// serialized body; and lets the process wait for the ones still queued before it exits.
 pub struct Sink {
     client: Client,
     metrics: Arc<Metrics>,
-    permits: Arc<Semaphore>,
+    waiting: Mutex<VecDeque<Prepared>>,
+    /// Wakes an idle worker.
+    ready: Notify,
+    /// Events queued or being written.
     queued: AtomicUsize,
     idle: Notify,
 }
 
 impl Sink {
+    /// Starts `concurrency` workers (at least one) on the current runtime.
     pub fn new(client: Client, metrics: Arc<Metrics>, concurrency: usize) -> Arc<Sink> {
-        Arc::new(Sink {
+        let sink = Arc::new(Sink {
             client,
             metrics,
-            permits: Arc::new(Semaphore::new(concurrency.max(1))),
+            waiting: Mutex::new(VecDeque::new()),
+            ready: Notify::new(),
             queued: AtomicUsize::new(0),
             idle: Notify::new(),
-        })
+        });
+        for _ in 0..concurrency.max(1) {
+            tokio::spawn(Arc::clone(&sink).work());
+        }
+        sink
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, VecDeque<Prepared>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Queues an Event about `key`; a failure is logged and counted, an Event that
     /// finds the queue full is dropped and counted.
-    pub fn send(self: &Arc<Self>, event: Event, key: String) {
+    pub fn send(&self, event: Event, key: String) {
         if self.queued.fetch_add(1, Ordering::SeqCst) >= QUEUE_LIMIT {
             self.done();
             self.metrics.events_dropped.inc();
             debug!(object = %key, "Event queue full; Event dropped");
             return;
         }
-        let sink = self.clone();
-        tokio::spawn(async move {
-            let attempt = || async {
-                // The request future is large: boxed, it is allocated only once a permit
-                // is held, so Events queued in a burst cost little more than the Event.
-                let Ok(_permit) = sink.permits.acquire().await else {
-                    return Ok(());
-                };
-                Box::pin(publish(sink.client.clone(), event.clone()))
-                    .await
-                    .map_err(Failure::from)
+        match Prepared::new(&event, key) {
+            Ok(prepared) => {
+                self.waiting().push_back(prepared);
+                self.ready.notify_one();
+            }
+            Err(e) => {
+                self.metrics.event_failures.inc();
+                warn!(error = %e, "cannot write the Event");
+                self.done();
+            }
+        }
+    }
+
+    /// One worker: writes the next waiting Event, for ever.
+    async fn work(self: Arc<Self>) {
+        loop {
+            let ready = self.ready.notified();
+            tokio::pin!(ready);
+            ready.as_mut().enable();
+            let Some(event) = self.waiting().pop_front() else {
+                ready.await;
+                continue;
             };
             let retry = ExponentialBuilder::default()
                 .with_min_delay(Duration::from_millis(200))
                 .with_max_delay(Duration::from_secs(5))
                 .with_max_times(3)
                 .with_jitter();
-            let result = attempt
+            let result = (|| async { publish(&self.client, &event).await.map_err(Failure::from) })
                 .retry(retry)
                 .when(|f: &Failure| {
                     matches!(
@@ -173,11 +215,11 @@ impl Sink {
                 .adjust(|f: &Failure, wait| Some(wait?.max(retry_after(&f.error))))
                 .await;
             if let Err(f) = result {
-                sink.metrics.event_failures.inc();
-                warn!(object = %key, error = %f, "cannot write the Event");
+                self.metrics.event_failures.inc();
+                warn!(object = %event.key, error = %f, "cannot write the Event");
             }
-            sink.done();
-        });
+            self.done();
+        }
     }
 
     fn done(&self) {

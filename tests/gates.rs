@@ -107,11 +107,11 @@ async fn labelled_gated_pods_are_cleared_unlabelled_never_touched() {
         log.iter().any(|l| l.contains("mode=scheduling-gates")),
         "auto picked gates: {log:#?}"
     );
-    assert!(
-        log.iter()
-            .any(|l| l.contains("cleared") && l.contains("default/late") && l.contains(KUEUE)),
-        "{log:#?}"
-    );
+    metainit
+        .logged("the cleared line", |l| {
+            l.contains("cleared") && l.contains("default/late") && l.contains(KUEUE)
+        })
+        .await;
     assert!(metainit.problems().is_empty(), "{:#?}", metainit.problems());
     assert!(metainit.stop().await.success());
 }

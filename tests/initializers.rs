@@ -118,14 +118,14 @@ async fn labelled_pod_is_cleared_and_its_blocked_create_returns() {
         &json!({"op": "remove", "path": "/metadata/initializers"})
     );
 
-    let log = metainit.log();
-    assert!(
-        log.iter().any(|l| l.contains("cleared")
-            && l.contains("default/deadlocked")
-            && l.contains(INIT)
-            && l.contains("Pod")),
-        "no cleared line: {log:#?}"
-    );
+    metainit
+        .logged("the cleared line", |l| {
+            l.contains("cleared")
+                && l.contains("default/deadlocked")
+                && l.contains(INIT)
+                && l.contains("Pod")
+        })
+        .await;
     assert!(metainit.problems().is_empty(), "{:#?}", metainit.problems());
     assert!(metainit.stop().await.success());
 }
@@ -146,14 +146,12 @@ async fn result_set_objects_are_left_alone() {
         pending(&bed, "pods", "ok").is_empty()
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    metainit
+        .logged("failed left alone", |l| {
+            l.contains("default/failed") && l.contains("left alone")
+        })
+        .await;
     assert!(!bed.patched().contains(&"default/failed".to_string()));
-    let log = metainit.log();
-    assert!(
-        log.iter()
-            .any(|l| l.contains("default/failed") && l.contains("left alone")),
-        "{log:#?}"
-    );
     assert!(metainit.stop().await.success());
 }
 
@@ -280,14 +278,11 @@ async fn labelled_deployment_with_resource_deployments_apps() {
         pending(&bed, "deployments.apps", "podimage-initializer").is_empty()
     })
     .await;
-    assert!(
-        metainit
-            .log()
-            .iter()
-            .any(|l| l.contains("Deployment") && l.contains("cleared")),
-        "{:#?}",
-        metainit.log()
-    );
+    metainit
+        .logged("the Deployment's cleared line", |l| {
+            l.contains("Deployment") && l.contains("cleared")
+        })
+        .await;
     assert!(metainit.stop().await.success());
 }
 

@@ -205,6 +205,16 @@ impl Metainit {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits until a line matching `line` is logged: a line is written after the change
+    /// it reports reaches the server, so a test that saw the change must still wait.
+    pub async fn logged(&self, what: &str, line: impl Fn(&str) -> bool) {
+        let log = || self.log();
+        eventually(what, Duration::from_secs(20), || {
+            log().iter().any(|l| line(l))
+        })
+        .await;
+    }
+
     pub fn out(&self) -> String {
         self.stdout.lock().unwrap().join("\n")
     }
