@@ -117,9 +117,9 @@ async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
     };
     if let Err(f) = reconcile(&obj, &ctx).await {
         let id = obj.key();
-        let (failures, wait) = retry_delay(&ctx.tracks, &id, &f);
+        let (failures, backoff) = retry_delay(&ctx.tracks, &id, &f);
+        let wait = ctx.queue.add_after(key, backoff);
         ctx.clearer.report(&id, &f, failures, Some(wait));
-        ctx.queue.add_after(key, wait);
     }
 }
 
@@ -205,7 +205,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             // logged.
             wanted: Box::new(move |o| mode.needs_reconcile(o)),
         };
-        let queue = Queue::new();
+        let queue = Queue::new(usize::from(args.concurrency));
         let ctx = Arc::new(Ctx {
             clearer,
             store,

@@ -24,6 +24,11 @@ use tokio::{sync::Notify, time::Instant};
 
 pub struct Queue<K> {
     state: Mutex<State<K>>,
+    /// Bounds retries across all keys, as client-go's default controller rate limiter
+    /// does beside its per-item backoff: however many objects fail at once (a webhook
+    /// refusing all of them, RBAC not there yet), the server gets at most `burst` retries
+    /// at once and `rate` per second after that.
+    retries: Mutex<Bucket>,
     /// Wakes an idle worker when a key becomes ready.
     wake: Notify,
 }
@@ -41,9 +46,45 @@ struct State<K> {
     closed: bool,
 }
 
+/// A token bucket that hands out reservations: each retry takes a token now, or the
+/// next one to come, and waits for it.
+struct Bucket {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    fn new(rate: f64, burst: f64) -> Bucket {
+        Bucket {
+            rate,
+            burst,
+            tokens: burst,
+            last: Instant::now(),
+        }
+    }
+
+    /// Takes a token: how long to wait for it.
+    fn reserve(&mut self, now: Instant) -> Duration {
+        let refill = now.saturating_duration_since(self.last).as_secs_f64() * self.rate;
+        self.tokens = (self.tokens + refill).min(self.burst) - 1.0;
+        self.last = now;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / self.rate)
+        }
+    }
+}
+
 impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
-    pub fn new() -> Arc<Self> {
+    /// A queue whose retries (`add_after`) are bounded to `concurrency` at once and
+    /// three times `concurrency` per second, across all keys.
+    pub fn new(concurrency: usize) -> Arc<Self> {
+        let c = concurrency.max(1) as f64;
         Arc::new(Self {
+            retries: Mutex::new(Bucket::new(3.0 * c, c)),
             state: Mutex::new(State {
                 ready: VecDeque::new(),
                 dirty: HashSet::new(),
@@ -76,16 +117,25 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         }
     }
 
-    /// Asks for work on `key` after `delay`, unless it is already due sooner.
-    pub fn add_after(self: &Arc<Self>, key: K, delay: Duration) {
-        let due = Instant::now() + delay;
-        {
+    /// Asks for work on `key` again after `delay`, or later if the retries of all keys
+    /// are over their rate; unless it is already due sooner. Returns the wait.
+    pub fn add_after(self: &Arc<Self>, key: K, delay: Duration) -> Duration {
+        let now = Instant::now();
+        let delay = {
             let mut s = self.lock();
-            if s.closed || s.delayed.get(&key).is_some_and(|d| *d <= due) {
-                return;
+            if s.closed || s.delayed.get(&key).is_some_and(|d| *d <= now + delay) {
+                return delay;
             }
-            s.delayed.insert(key.clone(), due);
-        }
+            let limited = self
+                .retries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .reserve(now);
+            let delay = delay.max(limited);
+            s.delayed.insert(key.clone(), now + delay);
+            delay
+        };
+        let due = now + delay;
         let queue = Arc::clone(self);
         tokio::spawn(async move {
             tokio::time::sleep_until(due).await;
@@ -97,6 +147,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
                 queue.add(key);
             }
         });
+        delay
     }
 
     /// The next ready key, now being worked on.
@@ -242,7 +293,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_key_added_many_times_while_waiting_is_worked_on_once() {
-        let queue = Queue::new();
+        let queue = Queue::new(4);
         let log = Arc::new(Log::default());
         for _ in 0..5 {
             queue.add(1);
@@ -265,7 +316,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_key_added_while_worked_on_is_worked_on_again_after_never_at_once() {
-        let queue = Queue::new();
+        let queue = Queue::new(4);
         let log = Arc::new(Log::default());
         let gate = Arc::new(Notify::new());
         log.hold.lock().unwrap().insert(7, Arc::clone(&gate));
@@ -294,7 +345,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn no_more_than_concurrency_at_once_and_all_get_done() {
-        let queue = Queue::new();
+        let queue = Queue::new(4);
         let log = Arc::new(Log::default());
         for k in 0..50 {
             queue.add(k);
@@ -316,7 +367,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn keys_from_the_source_are_worked_on() {
-        let queue = Queue::new();
+        let queue = Queue::new(4);
         let log = Arc::new(Log::default());
         let source = futures::stream::iter([1, 2, 2, 3]).chain(futures::stream::pending());
         let stop = Arc::new(Notify::new());
@@ -336,7 +387,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_later_retry_waits_its_delay_a_sooner_one_wins_and_add_cancels_it() {
-        let queue = Queue::new();
+        let queue = Queue::new(4);
         let log = Arc::new(Log::default());
         let stop = Arc::new(Notify::new());
         let s = Arc::clone(&stop);
@@ -373,8 +424,50 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn retries_of_many_keys_are_bounded_in_rate_not_only_each_by_its_backoff() {
+        // Concurrency 4: at most 4 retries at once, then 12 per second.
+        let queue = Queue::new(4);
+        let log = Arc::new(Log::default());
+        let stop = Arc::new(Notify::new());
+        let s = Arc::clone(&stop);
+        let run = tokio::spawn(Arc::clone(&queue).run(
+            futures::stream::pending(),
+            16,
+            log.worker(),
+            async move { s.notified().await },
+        ));
+        let waits: Vec<Duration> = (0..40)
+            .map(|k| queue.add_after(k, Duration::from_millis(100)))
+            .collect();
+        assert!(waits[..4].iter().all(|w| *w == Duration::from_millis(100)));
+        assert!(waits[4] > Duration::from_millis(80) && waits[4] <= Duration::from_millis(100));
+        let last = *waits.last().unwrap();
+        assert!(
+            last >= Duration::from_millis(2900) && last <= Duration::from_millis(3000),
+            "36 retries over the burst, 12 a second: {last:?}"
+        );
+        let start = Instant::now();
+        until("all retried", || log.worked().len() == 40).await;
+        assert!(start.elapsed() >= Duration::from_millis(2900));
+        stop.notify_one();
+        run.await.unwrap();
+        // A key already due sooner takes no token.
+        let queue: Arc<Queue<u32>> = Queue::new(1);
+        queue.add_after(1, Duration::from_millis(100));
+        assert_eq!(
+            queue.add_after(1, Duration::from_secs(5)),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            queue.add_after(2, Duration::from_millis(100)),
+            Duration::from_secs_f64(1.0 / 3.0).max(Duration::from_millis(100)),
+            "the second token is a third of a second away"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn stop_starts_nothing_new_and_waits_for_the_work_started() {
-        let queue = Queue::new();
+        let queue = Queue::new(4);
         let log = Arc::new(Log::default());
         let gate = Arc::new(Notify::new());
         log.hold.lock().unwrap().insert(1, Arc::clone(&gate));
