@@ -215,6 +215,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
                 while let Some(key) = queue.next().await {
                     work(key.clone()).await;
                     queue.done(&key);
+                    // Lets what the work left behind run before the next key: hyper hands
+                    // a connection back to its pool from a task of its own, and without
+                    // this the next request finds none idle and opens another.
+                    tokio::task::yield_now().await;
                 }
             });
         }
