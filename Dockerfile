@@ -1,36 +1,53 @@
 # syntax=docker/dockerfile:1
 #
 # metainit's image: a static musl binary and a CA bundle, nothing else (no shell, no
-# libc, no package manager). Build and push, then set the image in
-# manifests/metainit.yaml:
-#   docker build -t ghcr.io/example/metainit:0.1.0 .
-#   docker push ghcr.io/example/metainit:0.1.0
+# libc, no package manager), for linux/amd64 and linux/arm64. The builder runs on the
+# build machine's own platform and cross-compiles for the target's (TARGETARCH) with
+# cargo-zigbuild, so an arm64 image needs no emulation to build. Build and push both,
+# then set the image in manifests/metainit.yaml or manifests/deployment/kustomization.yaml:
+#   docker buildx build --platform linux/amd64,linux/arm64 \
+#     --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" \
+#     --build-arg SOURCE=https://github.com/OWNER/metainit \
+#     -t ghcr.io/example/metainit:0.1.0 --push .
+# VERSION and REVISION become the image's OCI labels, and REVISION the commit that
+# `metainit --version` prints (the build context has no .git to read it from).
 # scripts/image-check.sh builds and runs the final stage below without this builder
-# stage (with a binary built on the host), so keep the two in step: it reads the final
-# stage from this file and fails on a COPY it does not know how to stage.
+# stage (with binaries built on the host by the same scripts/build-static.sh), so keep
+# the two in step: it reads the final stage from this file and fails on a COPY it does
+# not know how to stage.
 
 # Any Rust at or above the crate's rust-version (Cargo.toml) builds it.
 ARG RUST_VERSION=1
 
-FROM rust:${RUST_VERSION}-bookworm AS builder
-# musl-tools gives musl-gcc, for the C code in ring (rustls' crypto).
+FROM --platform=$BUILDPLATFORM rust:${RUST_VERSION}-bookworm AS builder
+# python3-pip: for zig and cargo-zigbuild, from PyPI (zig is the C compiler and linker
+# for ring's C code, and brings musl for both targets).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends musl-tools=1.2.3-1 \
+    && apt-get install -y --no-install-recommends python3-pip=23.0.1+dfsg-1 \
     && rm -rf /var/lib/apt/lists/* \
-    && rustup target add x86_64-unknown-linux-musl
+    && pip3 install --no-cache-dir --break-system-packages \
+        ziglang==0.17.1 cargo-zigbuild==0.24.0 \
+    && rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl
 WORKDIR /src
 COPY . .
+ARG TARGETARCH
+ARG REVISION=unknown
 # The caches keep downloaded crates and compiled dependencies between builds; the binary
 # is copied out of the cached target directory in the same step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --target x86_64-unknown-linux-musl -p metainit \
-    && install -D -m 0755 target/x86_64-unknown-linux-musl/release/metainit /out/metainit
+    METAINIT_REVISION="$REVISION" bash scripts/build-static.sh "$TARGETARCH" /out/metainit
 
 FROM scratch
+ARG VERSION=unknown
+ARG REVISION=unknown
+ARG SOURCE=
 LABEL org.opencontainers.image.title="metainit" \
       org.opencontainers.image.description="Clears pending initializers and scheduling gates on labelled objects, to break bootstrap deadlocks" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}"
 # rustls reads the system's roots from here, for API servers whose kubeconfig names no CA.
 COPY --from=builder /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=builder /out/metainit /metainit

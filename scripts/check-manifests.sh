@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Checks manifests/*.yaml: every document has a header comment and passes
-# `kubernetes-validate --strict` against the oldest and the newest Kubernetes schema that
-# the installed kubernetes-validate ships; then the static pod's own command line, with a
-# throwaway kubeconfig in place of the node's, must pass the binary's --check-config.
+# Checks manifests/*.yaml and the kustomize base manifests/deployment: every document
+# has a header comment; the static pod's files and the base as `kubectl kustomize`
+# renders it (offline) pass `kubernetes-validate --strict` against the oldest and the
+# newest Kubernetes schema that the installed kubernetes-validate ships; the static pod's
+# own command line, with a throwaway kubeconfig in place of the node's, must pass the
+# binary's --check-config; the Deployment's pieces must agree with each other and with
+# the static pod's (same ClusterRole rules as rbac.yaml, same securityContext, probes on
+# the admin address, selectors that match its pods and no others, no kubeconfig), and
+# its command line must parse and fall through to the in-cluster configuration.
 #
 #   bash scripts/check-manifests.sh [BINARY]     (default target/debug/metainit)
 #
-# Needs python3 with kubernetes-validate (which brings PyYAML) and openssl.
+# Needs python3 with kubernetes-validate (which brings PyYAML), openssl and kubectl
+# (for its built-in kustomize; nothing is sent to a cluster).
 # A document that needs a newer Kubernetes than the oldest schema says so in its header:
 #   # check-manifests: min-kubernetes=1.26
 set -euo pipefail
@@ -21,6 +27,7 @@ die() {
 
 command -v kubernetes-validate >/dev/null || die "kubernetes-validate not found (pip install kubernetes-validate)"
 command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"
+command -v kubectl >/dev/null || die "kubectl not found (it renders manifests/deployment: kubectl kustomize)"
 python3 -c 'import yaml, kubernetes_validate' 2>/dev/null \
     || die "python3 cannot import yaml and kubernetes_validate (pip install kubernetes-validate)"
 [[ -x $bin ]] || die "no executable at $bin (run cargo build first, or pass the binary's path)"
@@ -35,35 +42,57 @@ print(v[0], v[-1])
 ')
 echo "schemas shipped by kubernetes-validate $(kubernetes-validate --version): oldest $oldest, newest $newest"
 
+# The kustomize base as it would be applied, rendered offline.
+mkdir -p "$tmp/rendered"
+rendered=$tmp/rendered/deployment.yaml
+kubectl kustomize manifests/deployment >"$rendered" 2>"$tmp/kustomize.err" \
+    || die "kubectl kustomize manifests/deployment: $(cat "$tmp/kustomize.err")"
+
 # Split every file into its documents, one file each, and list "DOC_FILE MIN_VERSION
-# LABEL"; a document without a leading comment fails here (STYLE.md, "Files").
-python3 - "$tmp/docs" manifests/*.yaml >"$tmp/docs.list" <<'PY' || die "see above"
+# LABEL"; a document without a leading comment fails here (STYLE.md, "Files"). Each
+# argument is "validate:PATH" (the static pod's files: header and schema), "header:PATH"
+# (the base's sources: header only) or "rendered:PATH" (the base as rendered, which has
+# no comments: schema only).
+python3 - "$tmp/docs" \
+    $(printf 'validate:%s ' manifests/*.yaml) \
+    $(printf 'header:%s ' manifests/deployment/*.yaml) \
+    "rendered:$rendered" >"$tmp/docs.list" <<'PY' || die "see above"
 import os, re, sys
-out, files = sys.argv[1], sys.argv[2:]
+out, args = sys.argv[1], sys.argv[2:]
 os.makedirs(out)
 bad = False
 n = 0
-for path in files:
+for arg in args:
+    how, path = arg.split(":", 1)
     with open(path) as f:
         text = f.read()
+    shown = "kubectl kustomize manifests/deployment" if how == "rendered" else path
+    found = 0
     for i, chunk in enumerate(re.split(r"^---[ \t]*$", text, flags=re.M)):
         lines = [l for l in chunk.splitlines() if l.strip()]
         if not any(not l.lstrip().startswith("#") for l in lines):
             continue  # only comments (or nothing): not a document
-        label = f"{path} (document {i + 1})"
-        if not lines[0].startswith("#"):
+        found += 1
+        label = f"{shown} (document {i + 1})"
+        if how == "rendered":
+            import yaml
+            d = yaml.safe_load(chunk)
+            label = f"{shown} ({d['kind']} {d['metadata']['name']})"
+        if how != "rendered" and not lines[0].startswith("#"):
             print(f"{label}: no '#' header comment saying what it is for and what to edit",
                   file=sys.stderr)
             bad = True
+        if how == "header":
+            continue
         m = re.search(r"^#\s*check-manifests:\s*min-kubernetes=(\d+\.\d+)\s*$", chunk, re.M)
         n += 1
         doc = os.path.join(out, f"{n:03d}.yaml")
         with open(doc, "w") as f:
             f.write(chunk.lstrip("\n"))
         print(doc, m.group(1) + ".0" if m else "-", label)
-if n == 0:
-    print("no documents found in manifests/*.yaml", file=sys.stderr)
-    bad = True
+    if found == 0:
+        print(f"no documents found in {shown}", file=sys.stderr)
+        bad = True
 sys.exit(1 if bad else 0)
 PY
 
@@ -271,5 +300,199 @@ set -e
 ((rc == 2)) || die "--check-config with a missing kubeconfig exited $rc (want 2): $out"
 if grep -q panicked <<<"$out"; then die "--check-config panicked on a missing kubeconfig"; fi
 echo "missing kubeconfig refused as expected: $out"
+
+# The Deployment: its pieces must agree with each other and with the static pod's, and it
+# must not need a kubeconfig. Written like the static pod's: env NAME=VALUE, an empty
+# field, then argv, NUL-separated.
+python3 - "$rendered" manifests/rbac.yaml manifests/metainit.yaml >"$tmp/deploy-argv" <<'PY' \
+    || die "manifests/deployment does not hold together (see above)"
+import re, sys, yaml
+
+rendered, rbac_path, static_path = sys.argv[1:4]
+docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
+problems = []
+
+def only(kind):
+    found = [d for d in docs if d["kind"] == kind]
+    if len(found) != 1:
+        sys.exit(f"manifests/deployment: expected one {kind}, found {len(found)}")
+    return found[0]
+
+dep, sa, role, binding = (only(k) for k in
+                          ("Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"))
+pdb, svc = only("PodDisruptionBudget"), only("Service")
+ns = dep["metadata"].get("namespace")
+if ns != "kube-system":
+    problems.append(f"the Deployment is in namespace {ns!r}, want kube-system")
+for d in docs:
+    if d["kind"] not in ("ClusterRole", "ClusterRoleBinding") and d["metadata"].get("namespace") != ns:
+        problems.append(f"{d['kind']} {d['metadata']['name']} is not in {ns}")
+
+# The same rules as the static pod's ClusterRole: one rule set, two bindings.
+static_role = [d for d in yaml.safe_load_all(open(rbac_path)) if d and d["kind"] == "ClusterRole"]
+if len(static_role) != 1:
+    sys.exit(f"{rbac_path}: expected one ClusterRole")
+if role.get("rules") != static_role[0].get("rules"):
+    problems.append("the ClusterRole's rules differ from manifests/rbac.yaml's: edit "
+                    "manifests/deployment/clusterrole.yaml and rbac.yaml together")
+if role["metadata"]["name"] == static_role[0]["metadata"]["name"]:
+    problems.append("the ClusterRole has the static pod's name: removing one path would "
+                    "remove the other's role")
+
+# The ServiceAccount gets the ClusterRole, and the pods run as it with its token.
+pod = dep["spec"]["template"]
+spec = pod["spec"]
+if spec.get("serviceAccountName") != sa["metadata"]["name"]:
+    problems.append(f"serviceAccountName {spec.get('serviceAccountName')!r} is not the "
+                    f"ServiceAccount {sa['metadata']['name']!r}")
+if spec.get("automountServiceAccountToken") is False or sa.get("automountServiceAccountToken") is False:
+    problems.append("automountServiceAccountToken is false: the pods would have no credentials")
+ref = binding["roleRef"]
+if (ref.get("kind"), ref.get("name")) != ("ClusterRole", role["metadata"]["name"]):
+    problems.append(f"the ClusterRoleBinding refers to {ref}, not the ClusterRole "
+                    f"{role['metadata']['name']}")
+want_subject = {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": ns}
+if binding.get("subjects") != [want_subject]:
+    problems.append(f"the ClusterRoleBinding's subjects are {binding.get('subjects')}, "
+                    f"want [{want_subject}]")
+
+if len(spec.get("containers", [])) != 1:
+    sys.exit("manifests/deployment: expected one container")
+c = spec["containers"][0]
+env = {}
+for e in c.get("env", []):
+    if "value" in e:
+        env[e["name"]] = str(e["value"])
+    elif e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName":
+        env[e["name"]] = "check-manifests-node"
+    else:
+        problems.append(f"env {e['name']}: no stand-in for it here; add one")
+
+def expand(s):
+    def sub(m):
+        return "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0))
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)", sub, s)
+
+argv = [expand(str(a)) for a in c.get("command", []) + c.get("args", [])]
+if not argv:
+    sys.exit("manifests/deployment: the container has no command")
+
+# In-cluster credentials only: no kubeconfig by flag, variable or mounted file.
+if any(a == "--kubeconfig" or a.startswith("--kubeconfig=") for a in argv):
+    problems.append("--kubeconfig in the Deployment's args: it must use the in-cluster config")
+for name in ("METAINIT_KUBECONFIG", "KUBECONFIG"):
+    if name in env:
+        problems.append(f"{name} in the Deployment's env: it must use the in-cluster config")
+if any("hostPath" in v for v in spec.get("volumes", [])):
+    problems.append("a hostPath volume in the Deployment: it must not depend on a node's files")
+
+# Probes reach the admin server on the pod IP: it must listen there, on the port they ask.
+admin = None
+for i, a in enumerate(argv):
+    if a.startswith("--admin-addr="):
+        admin = a.split("=", 1)[1]
+    elif a == "--admin-addr" and i + 1 < len(argv):
+        admin = argv[i + 1]
+admin = admin or env.get("METAINIT_ADMIN_ADDR") or "127.0.0.1:10275"
+host, _, port = admin.rpartition(":")
+if host.strip("[]") not in ("0.0.0.0", "::"):
+    problems.append(f"--admin-addr {admin}: the kubelet's probes and the Service reach the pod "
+                    "on its IP; listen on 0.0.0.0 (or [::])")
+named = {p["name"]: str(p["containerPort"]) for p in c.get("ports", []) if "name" in p}
+def port_of(p):
+    return named.get(p, str(p))
+for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+    get = c.get(probe, {}).get("httpGet")
+    if get is None:
+        problems.append(f"no {probe} with httpGet")
+        continue
+    if port_of(get.get("port")) != port:
+        problems.append(f"{probe} port {get.get('port')} is not the admin port {port}")
+    if get.get("path") != path:
+        problems.append(f"{probe} path {get.get('path')!r}, want {path!r}")
+    if "host" in get:
+        problems.append(f"{probe} has a host: the kubelet should probe the pod IP")
+svc_ports = svc["spec"].get("ports", [])
+if not any(port_of(p.get("targetPort", p.get("port"))) == port for p in svc_ports):
+    problems.append(f"the Service does not send to the admin port {port}")
+
+# Every selector picks the Deployment's pods and not the static pod's mirror pods.
+labels = pod["metadata"].get("labels", {})
+static = [d for d in yaml.safe_load_all(open(static_path)) if d and d["kind"] == "Pod"][0]
+static_labels = static["metadata"].get("labels", {})
+def matches(selector, lbls):
+    return all(lbls.get(k) == v for k, v in selector.items())
+selectors = {
+    "Deployment selector": dep["spec"]["selector"].get("matchLabels", {}),
+    "PodDisruptionBudget selector": pdb["spec"]["selector"].get("matchLabels", {}),
+    "Service selector": svc["spec"].get("selector", {}),
+}
+for i, t in enumerate(spec.get("topologySpreadConstraints", [])):
+    selectors[f"topologySpreadConstraints[{i}]"] = t.get("labelSelector", {}).get("matchLabels", {})
+if not spec.get("topologySpreadConstraints"):
+    problems.append("no topologySpreadConstraints: the replicas may share a node")
+for what, sel in selectors.items():
+    if not sel:
+        problems.append(f"{what} is empty")
+    elif not matches(sel, labels):
+        problems.append(f"{what} {sel} does not match the pod template's labels {labels}")
+    elif matches(sel, static_labels):
+        problems.append(f"{what} {sel} also matches the static pod's labels {static_labels}")
+
+# A running replica clears a new one's gates: the pods carry the label key metainit uses.
+key = None
+for i, a in enumerate(argv):
+    if a.startswith("--label-key="):
+        key = a.split("=", 1)[1]
+    elif a == "--label-key" and i + 1 < len(argv):
+        key = argv[i + 1]
+key = key or env.get("METAINIT_LABEL_KEY") or "k8s.opsani.io/initializer"
+if key not in labels:
+    problems.append(f"the pod template lacks the label key {key}: a replica could not "
+                    "clear the gates of its own replacement")
+
+# As hardened as the static pod.
+sc = static["spec"]["containers"][0].get("securityContext")
+if c.get("securityContext") != sc:
+    problems.append(f"the container's securityContext {c.get('securityContext')} is not the "
+                    f"static pod's {sc}")
+if spec.get("securityContext", {}).get("seccompProfile") != static["spec"].get("securityContext", {}).get("seccompProfile"):
+    problems.append("the pod's seccompProfile is not the static pod's")
+
+if dep["spec"].get("replicas", 1) < 2:
+    problems.append("fewer than 2 replicas")
+if spec.get("priorityClassName") != "system-cluster-critical":
+    problems.append(f"priorityClassName {spec.get('priorityClassName')!r}, want system-cluster-critical")
+
+if problems:
+    for p in problems:
+        print(f"manifests/deployment: {p}", file=sys.stderr)
+    sys.exit(1)
+fields = [f"{k}={v}" for k, v in env.items()] + [""] + argv
+sys.stdout.write("\0".join(fields) + "\0")
+PY
+
+# The Deployment's command line must parse, and with no kubeconfig anywhere it must go on
+# to the in-cluster configuration (whose absence here is then the only complaint).
+# scripts/image-check.sh runs the same command line in the image with a service
+# account's files in place, where it must pass.
+mapfile -d '' fields <"$tmp/deploy-argv"
+pod_env=()
+i=0
+while [[ -n ${fields[i]} ]]; do
+    pod_env+=("${fields[i]}")
+    i=$((i + 1))
+done
+argv=("${fields[@]:i+1}")
+cmd=("$bin" "${argv[@]:1}" --check-config)
+echo "Deployment command line: ${argv[*]}"
+set +e
+out=$(run_check "${cmd[@]}" 2>&1)
+rc=$?
+set -e
+if grep -q panicked <<<"$out"; then die "--check-config on the Deployment's command line panicked"; fi
+((rc == 2)) && grep -q "no kubeconfig found and not running in a cluster" <<<"$out" \
+    || die "the Deployment's command line, outside a cluster, exited $rc (want 2, asking for the in-cluster config): $out"
+echo "outside a cluster, it asks for the in-cluster configuration, as expected: $out"
 
 echo "check-manifests: all manifests OK"

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Proves the Dockerfile's final stage without pulling any base image: builds the static
-# musl binary on the host, builds the final stage (read from the Dockerfile, its
+# Proves the Dockerfile's final stage, for linux/amd64 and linux/arm64, without pulling
+# any base image: builds both static musl binaries on the host (scripts/build-static.sh,
+# as the Dockerfile's builder does), builds the final stage (read from the Dockerfile, its
 # `COPY --from=builder` lines pointed at the host's binary and CA bundle) FROM scratch
-# with buildah, checks what the image holds, and runs it.
+# with buildah for each architecture, checks what each image holds and its OCI labels,
+# and runs them: the amd64 image with buildah (--version, --check-config, the
+# Deployment's command line with in-cluster credentials, --once against an unreachable
+# server and against the kube-apiserver double), the binary taken out of the arm64 image
+# under qemu-aarch64-static (--version, --once against the double).
 #
 #   bash scripts/image-check.sh
 #
-# Needs: cargo with the x86_64-unknown-linux-musl target (rustup target add), musl-tools,
-# buildah, file, python3, and the host's CA bundle (Debian's ca-certificates). Runs as
-# root; buildah keeps its storage in a temporary directory (vfs driver, chroot
-# isolation: no daemon, no overlay mounts, no user namespaces), removed at the end.
+# Needs: cargo with the x86_64-unknown-linux-musl and aarch64-unknown-linux-musl targets
+# (rustup target add), cargo-zigbuild and ziglang (pip), buildah, qemu-aarch64-static
+# (Debian's qemu-user-static), kubectl, openssl, file, python3 with PyYAML, git, and the
+# host's CA bundle (Debian's ca-certificates). Runs as root; buildah keeps its storage
+# in a temporary directory (vfs driver, chroot isolation: no daemon, no overlay mounts,
+# no user namespaces), removed at the end.
 set -euo pipefail
 
 # ---- How a run against an unreachable API server must end. ADJUST HERE. ----------------
@@ -24,7 +31,9 @@ UNREACHABLE_MESSAGE='connect|connection|refused|unreachable|127\.0\.0\.1:1'
 # -----------------------------------------------------------------------------------------
 
 cd "$(dirname "$0")/.."
-target=x86_64-unknown-linux-musl
+arches=(amd64 arm64)
+declare -A rust_target=([amd64]=x86_64-unknown-linux-musl [arm64]=aarch64-unknown-linux-musl)
+declare -A file_arch=([amd64]=x86-64 [arm64]=aarch64)
 ca_bundle=/etc/ssl/certs/ca-certificates.crt
 
 die() {
@@ -32,39 +41,36 @@ die() {
     exit 1
 }
 
-for tool in cargo buildah file ldd python3 timeout musl-gcc; do
+for tool in cargo cargo-zigbuild buildah file ldd python3 timeout qemu-aarch64-static kubectl openssl; do
     command -v "$tool" >/dev/null || die "$tool not found (see .ci/run for the packages)"
 done
-rustup target list --installed 2>/dev/null | grep -qx "$target" \
-    || die "Rust target $target missing (rustup target add $target)"
+python3 -c 'import ziglang' 2>/dev/null || die "zig not found (pip install ziglang)"
+python3 -c 'import yaml' 2>/dev/null || die "python3 cannot import yaml (pip install kubernetes-validate brings it)"
+for arch in "${arches[@]}"; do
+    rustup target list --installed 2>/dev/null | grep -qx "${rust_target[$arch]}" \
+        || die "Rust target ${rust_target[$arch]} missing (rustup target add ${rust_target[$arch]})"
+done
 [[ -r $ca_bundle ]] || die "no CA bundle at $ca_bundle (apt-get install ca-certificates)"
 
-echo "--- building the static binary"
-cargo build --release --locked --target "$target" -p metainit
-meta=$(cargo metadata --format-version 1 --no-deps | python3 -c '
+version=$(cargo metadata --format-version 1 --no-deps | python3 -c '
 import json, sys
-m = json.load(sys.stdin)
-v = [p["version"] for p in m["packages"] if p["name"] == "metainit"]
-print(m["target_directory"], v[0])
+print([p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "metainit"][0])
 ') || die "cargo metadata"
-read -r target_dir version <<<"$meta"
-bin=$target_dir/$target/release/metainit
-[[ -x $bin ]] || die "cargo did not leave a binary at $bin"
-
-kind=$(file -b "$bin")
-echo "file: $kind"
-[[ $kind == *"static-pie linked"* || $kind == *"statically linked"* ]] \
-    || die "$bin is not statically linked"
-libs=$(ldd "$bin" 2>&1 || true)
-echo "ldd: $libs"
-[[ $libs != *"=>"* ]] || die "$bin loads shared libraries"
-echo "binary: $(du -h "$bin" | cut -f1)"
+# What a release build is given (Dockerfile: --build-arg REVISION, --build-arg SOURCE).
+revision=$(git rev-parse --verify HEAD 2>/dev/null) || revision=unknown
+commit=${revision:0:12}
+source_url=$(git remote get-url origin 2>/dev/null || true)
+[[ $source_url == https://* ]] || source_url=""
+echo "metainit $version, revision $revision"
 
 tmp=$(mktemp -d)
 B=(buildah --root "$tmp/storage" --runroot "$tmp/run" --storage-driver vfs)
-final=localhost/metainit-image-check:final
-tested=localhost/metainit-image-check:test
+double_pid=
 cleanup() {
+    if [[ -n $double_pid ]]; then
+        kill "$double_pid" 2>/dev/null || true
+        wait "$double_pid" 2>/dev/null || true
+    fi
     "${B[@]}" rm --all >/dev/null 2>&1 || true
     "${B[@]}" rmi --all --force >/dev/null 2>&1 || true
     # Never delete through a mount buildah might have left behind.
@@ -76,11 +82,29 @@ cleanup() {
 }
 trap cleanup EXIT
 
+declare -A bin_size image_unpacked image_compressed
+for arch in "${arches[@]}"; do
+    echo "--- building the static binary for linux/$arch (${rust_target[$arch]})"
+    bin=$tmp/bin/$arch/metainit
+    METAINIT_REVISION=$revision bash scripts/build-static.sh "$arch" "$bin"
+    kind=$(file -b "$bin")
+    echo "file: $kind"
+    [[ $kind == *"static-pie linked"* || $kind == *"statically linked"* ]] \
+        || die "$bin is not statically linked"
+    [[ $kind == *"${file_arch[$arch]}"* ]] || die "$bin is not an ${file_arch[$arch]} binary"
+    if [[ $arch == amd64 ]]; then
+        libs=$(ldd "$bin" 2>&1 || true)
+        echo "ldd: $libs"
+        [[ $libs != *"=>"* ]] || die "$bin loads shared libraries"
+    fi
+    bin_size[$arch]=$(stat -c %s "$bin")
+    echo "binary ($arch): ${bin_size[$arch]} bytes"
+done
+
 # The final stage, with each `COPY --from=builder SRC DST` made a COPY from this context.
 # Only the two files the final stage should hold can be staged; anything else fails here,
 # so a change to the Dockerfile's final stage cannot slip past this check.
 mkdir -p "$tmp/context"
-cp "$bin" "$tmp/context/metainit"
 cp "$ca_bundle" "$tmp/context/ca-certificates.crt"
 python3 - Dockerfile >"$tmp/context/Containerfile" <<'PY' || die "cannot make the final stage from the Dockerfile (see above)"
 import re, shlex, sys
@@ -123,25 +147,35 @@ print("\n".join(out))
 PY
 echo "--- final stage as built here:"
 cat "$tmp/context/Containerfile"
-"${B[@]}" bud --quiet --isolation chroot -f "$tmp/context/Containerfile" -t "$final" "$tmp/context" >/dev/null
 
-# What the image holds and how it starts, from its OCI layout.
-"${B[@]}" push --quiet "$final" "oci:$tmp/oci" >/dev/null
-user=$(python3 - "$tmp/oci" <<'PY'
-import json, os, re, sys, tarfile
+# What an image holds, how it starts and what its labels say, from its OCI layout;
+# prints the image's user and copies its /metainit to the path given.
+inspect() {
+    python3 - "$@" <<'PY'
+import json, os, re, shutil, sys, tarfile
 
-d = sys.argv[1]
+d, arch, version, revision, source, extract_to = sys.argv[1:7]
 def blob(digest):
     return os.path.join(d, "blobs", *digest.split(":"))
 index = json.load(open(os.path.join(d, "index.json")))
 manifest = json.load(open(blob(index["manifests"][0]["digest"])))
-config = json.load(open(blob(manifest["config"]["digest"])))["config"]
+image = json.load(open(blob(manifest["config"]["digest"])))
+config = image["config"]
 files = {}
 for layer in manifest["layers"]:
     with tarfile.open(blob(layer["digest"])) as t:
-        files.update({"/" + re.sub(r"^\./", "", m.name).lstrip("/"): m
-                      for m in t.getmembers() if not m.isdir()})
+        for m in t.getmembers():
+            if m.isdir():
+                continue
+            name = "/" + re.sub(r"^\./", "", m.name).lstrip("/")
+            files[name] = m
+            if name == "/metainit":
+                with t.extractfile(m) as src, open(extract_to, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                os.chmod(extract_to, 0o755)
 problems = []
+if (image.get("os"), image.get("architecture")) != ("linux", arch):
+    problems.append(f"platform {image.get('os')}/{image.get('architecture')}, want linux/{arch}")
 want = {"/metainit", "/etc/ssl/certs/ca-certificates.crt"}
 if set(files) != want:
     problems.append(f"image files {sorted(files)}, want only {sorted(want)}")
@@ -155,19 +189,93 @@ if user.split(":")[0] in ("", "0", "root"):
 env = dict(e.split("=", 1) for e in config.get("Env", []))
 if env.get("SSL_CERT_FILE") not in files:
     problems.append(f"SSL_CERT_FILE={env.get('SSL_CERT_FILE')!r} is not a file in the image")
+labels = config.get("Labels") or {}
+oci = "org.opencontainers.image."
+for key, want_value in (("title", "metainit"), ("licenses", "Apache-2.0"),
+                        ("version", version), ("revision", revision), ("source", source)):
+    if labels.get(oci + key) != want_value:
+        problems.append(f"label {oci}{key}={labels.get(oci + key)!r}, want {want_value!r}")
 if problems:
-    sys.exit("image: " + "; ".join(problems))
+    sys.exit(f"image ({arch}): " + "; ".join(problems))
 size = sum(l["size"] for l in manifest["layers"]) + manifest["config"]["size"]
-print(user, file=sys.stdout)
-print(f"image holds {sorted(files)}; USER {user}; ENTRYPOINT {config['Entrypoint']}; "
-      f"{size / 1e6:.1f} MB compressed", file=sys.stderr)
+print(user, size)
+print(f"image ({arch}) holds {sorted(files)}; USER {user}; ENTRYPOINT {config['Entrypoint']}; "
+      f"labels {json.dumps({k: v for k, v in labels.items() if k.startswith(oci)})}; "
+      f"{size / 1e6:.2f} MB compressed", file=sys.stderr)
 PY
-) || die "the image is not what the Dockerfile's final stage should make (see above)"
-echo "image size: $("${B[@]}" images --format '{{.Size}}' "$final") (unpacked)"
+}
 
-# A test image on top: a kubeconfig for a server where nothing listens, readable by the
-# image's user (as a dedicated metainit.conf on the node would be) and naming no CA, so
-# the client has to load the image's CA bundle.
+user=
+for arch in "${arches[@]}"; do
+    echo "--- building the linux/$arch image"
+    cp "$tmp/bin/$arch/metainit" "$tmp/context/metainit"
+    "${B[@]}" bud --quiet --isolation chroot --platform "linux/$arch" \
+        --build-arg VERSION="$version" --build-arg REVISION="$revision" \
+        --build-arg SOURCE="$source_url" \
+        -f "$tmp/context/Containerfile" -t "localhost/metainit-image-check:$arch" \
+        "$tmp/context" >/dev/null
+    "${B[@]}" push --quiet "localhost/metainit-image-check:$arch" "oci:$tmp/oci-$arch" >/dev/null
+    read -r user image_compressed[$arch] < <(inspect "$tmp/oci-$arch" "$arch" "$version" \
+        "$revision" "$source_url" "$tmp/from-image-$arch") \
+        || die "the $arch image is not what the Dockerfile's final stage should make (see above)"
+    cmp -s "$tmp/from-image-$arch" "$tmp/bin/$arch/metainit" \
+        || die "the $arch image's /metainit is not the binary built for $arch"
+    image_unpacked[$arch]=$("${B[@]}" images --format '{{.Size}}' "localhost/metainit-image-check:$arch")
+    echo "image size ($arch): ${image_unpacked[$arch]} (unpacked)"
+done
+rm "$tmp/context/metainit"
+
+# The kube-apiserver double, as Kubernetes 1.33, for --once runs that have something to do.
+echo "--- starting the kube-apiserver double"
+cargo build --quiet -p kube-double
+double_kc=$tmp/context/double.kubeconfig
+"${CARGO_TARGET_DIR:-target}/debug/kube-double" --generation modern --listen 127.0.0.1:0 \
+    --kubeconfig-out "$double_kc" >"$tmp/double.log" 2>&1 &
+double_pid=$!
+for _ in $(seq 1 100); do
+    [[ -s $double_kc ]] && kubectl --kubeconfig "$double_kc" version >/dev/null 2>&1 && break
+    sleep 0.1
+done
+kubectl --kubeconfig "$double_kc" version >/dev/null 2>&1 \
+    || die "the double did not start: $(cat "$tmp/double.log")"
+k() { kubectl --kubeconfig "$double_kc" "$@"; }
+
+# gated_pods PREFIX: a labelled and an unlabelled pod, each held by a scheduling gate.
+gated_pods() {
+    local name labels
+    for name in "$1-labelled" "$1-unlabelled"; do
+        labels="app: image-check"
+        [[ $name == *-labelled ]] && labels+=$'\n    k8s.opsani.io/initializer: "true"'
+        k create -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+  labels:
+    $labels
+spec:
+  schedulingGates:
+  - name: example.com/quota
+  containers:
+  - name: pause
+    image: registry.k8s.io/pause:3.10
+EOF
+    done
+}
+# cleared PREFIX: the labelled pod has no gates left and the unlabelled one keeps its own.
+cleared() {
+    local labelled unlabelled
+    labelled=$(k get pod "$1-labelled" -o jsonpath='{.spec.schedulingGates}')
+    unlabelled=$(k get pod "$1-unlabelled" -o jsonpath='{.spec.schedulingGates[*].name}')
+    echo "gates now: $1-labelled: ${labelled:-none}; $1-unlabelled: ${unlabelled:-none}"
+    [[ -z $labelled ]] || die "$1: the labelled pod still has its gates: $labelled"
+    [[ $unlabelled == example.com/quota ]] || die "$1: the unlabelled pod's gates changed: $unlabelled"
+}
+
+# A test image on top of the amd64 one: a kubeconfig for a server where nothing listens,
+# readable by the image's user (as a dedicated metainit.conf on the node would be) and
+# naming no CA, so the client has to load the image's CA bundle; the double's
+# kubeconfig; and the files a service account's token volume gives a pod.
 cat >"$tmp/context/kubeconfig" <<'EOF'
 apiVersion: v1
 kind: Config
@@ -186,17 +294,31 @@ contexts:
     user: metainit
 current-context: unreachable
 EOF
-printf 'FROM %s\nCOPY --chown=%s kubeconfig /kc\n' "$final" "$user" >"$tmp/context/Containerfile.test"
+sa=$tmp/context/serviceaccount
+mkdir -p "$sa"
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=kubernetes \
+    -keyout "$tmp/sa-ca.key" -out "$sa/ca.crt" 2>/dev/null
+printf 'image-check-token' >"$sa/token"
+printf 'kube-system' >"$sa/namespace"
+tested=localhost/metainit-image-check:test
+printf '%s\n' "FROM localhost/metainit-image-check:amd64" \
+    "COPY --chown=$user kubeconfig /kc" \
+    "COPY --chown=$user double.kubeconfig /double.kc" \
+    "COPY serviceaccount/ /var/run/secrets/kubernetes.io/serviceaccount/" \
+    >"$tmp/context/Containerfile.test"
 "${B[@]}" bud --quiet --isolation chroot -f "$tmp/context/Containerfile.test" -t "$tested" "$tmp/context" >/dev/null
 
-# Runs /metainit ARGS... in a fresh container of the test image, as the image's user, within
-# SECONDS; sets rc and elapsed, output in $tmp/out and $tmp/err. buildah reports the
-# program's exit status as its own, but a death by signal (a panic aborts: panic=abort)
-# as exit 1 with "subprocess exited on <signal>" on stderr: see no_crash.
+# Runs /metainit ARGS... in a fresh container of the test image, as the image's user,
+# with the environment in the array run_env, within SECONDS; sets rc and elapsed, output
+# in $tmp/out and $tmp/err. buildah reports the program's exit status as its own, but a
+# death by signal (a panic aborts: panic=abort) as exit 1 with "subprocess exited on
+# <signal>" on stderr: see no_crash.
+run_env=()
 run() {
-    local seconds=$1 ctr start
+    local seconds=$1 ctr start e
     shift
     ctr=$("${B[@]}" from --quiet "$tested")
+    for e in "${run_env[@]}"; do "${B[@]}" config --env "$e" "$ctr"; done
     start=$SECONDS
     set +e
     timeout -k 5 "$seconds" "${B[@]}" run --isolation chroot "$ctr" -- /metainit "$@" \
@@ -205,7 +327,22 @@ run() {
     set -e
     elapsed=$((SECONDS - start))
     "${B[@]}" rm "$ctr" >/dev/null
-    echo "--- /metainit $* -> exit $rc after ${elapsed}s"
+    echo "--- amd64 image: /metainit $* -> exit $rc after ${elapsed}s"
+    sed 's/^/    /' "$tmp/out" "$tmp/err" | tail -n 20
+}
+# As run, for the binary taken out of the arm64 image, under qemu-aarch64-static on the host.
+run_arm64() {
+    local seconds=$1 start
+    shift
+    start=$SECONDS
+    set +e
+    env -i PATH="$PATH" HOME="$tmp/home" SSL_CERT_FILE="$ca_bundle" \
+        timeout -k 5 "$seconds" qemu-aarch64-static "$tmp/from-image-arm64" "$@" \
+        >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    set -e
+    elapsed=$((SECONDS - start))
+    echo "--- arm64 binary under qemu-aarch64-static: metainit $* -> exit $rc after ${elapsed}s"
     sed 's/^/    /' "$tmp/out" "$tmp/err" | tail -n 20
 }
 no_crash() {
@@ -213,17 +350,39 @@ no_crash() {
     if ((rc != 124)) && grep -q "subprocess exited on" "$tmp/err"; then
         die "$1: killed by a signal ($(grep -o 'subprocess exited on .*' "$tmp/err" | head -n1))"
     fi
+    if ((rc > 128 && rc != 124)); then die "$1: killed by signal $((rc - 128))"; fi
 }
+mkdir -p "$tmp/home"
 
-run 10 --version
-no_crash "--version"
-((rc == 0)) || die "--version exited $rc"
-grep -q "^metainit $version" "$tmp/out" || die "--version did not print \"metainit $version\""
+for runner in run run_arm64; do
+    $runner 10 --version
+    no_crash "--version"
+    ((rc == 0)) || die "--version exited $rc"
+    grep -qx "metainit $version (commit $commit)" "$tmp/out" \
+        || die "--version did not print \"metainit $version (commit $commit)\""
+done
 
 run 10 --check-config --kubeconfig=/kc
 no_crash "--check-config"
 ((rc == 0)) || die "--check-config exited $rc (want 0)"
 grep -q "configuration OK" "$tmp/out" "$tmp/err" || die "--check-config did not print \"configuration OK\""
+
+# The Deployment's command line (manifests/deployment, as rendered), in a pod's
+# environment: no kubeconfig, the service account's files, the API server's address in
+# the variables the kubelet sets. It must accept the in-cluster configuration.
+mapfile -t deploy_args < <(kubectl kustomize manifests/deployment | python3 -c '
+import sys, yaml
+dep = [d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] == "Deployment"][0]
+c = dep["spec"]["template"]["spec"]["containers"][0]
+argv = c.get("command", []) + c.get("args", [])
+print("\n".join(a.replace("$(NODE_NAME)", "image-check-node") for a in argv[1:]))
+') || die "cannot read the Deployment's command line"
+run_env=(KUBERNETES_SERVICE_HOST=10.96.0.1 KUBERNETES_SERVICE_PORT=443)
+run 10 "${deploy_args[@]}" --check-config
+run_env=()
+no_crash "the Deployment's command line"
+((rc == 0)) && grep -q "configuration OK" "$tmp/out" \
+    || die "the Deployment's command line with in-cluster credentials exited $rc (want 0, \"configuration OK\")"
 
 run "$UNREACHABLE_TIMEOUT" "${UNREACHABLE_ARGS[@]}"
 no_crash "--once against an unreachable server"
@@ -235,4 +394,25 @@ fi
 grep -Eqi "$UNREACHABLE_MESSAGE" "$tmp/out" "$tmp/err" \
     || die "--once against an unreachable server said nothing about the connection"
 
-echo "image-check: OK (metainit $version, image $("${B[@]}" images --format '{{.Size}}' "$final"))"
+# --once against the double: the labelled pod's gate goes, the unlabelled pod's stays.
+gated_pods amd64
+run 60 --once --timeout=30s --kubeconfig=/double.kc
+no_crash "amd64 --once against the double"
+((rc == 0)) || die "amd64 --once against the double exited $rc (want 0)"
+cleared amd64
+
+gated_pods arm64
+run_arm64 60 --once --timeout=30s --kubeconfig="$double_kc"
+no_crash "arm64 --once against the double"
+((rc == 0)) || die "arm64 --once against the double exited $rc (want 0)"
+cleared arm64
+
+echo "--- sizes"
+for arch in "${arches[@]}"; do
+    awk -v a="$arch" -v b="${bin_size[$arch]}" -v u="${image_unpacked[$arch]}" \
+        -v c="${image_compressed[$arch]}" 'BEGIN {
+            printf "linux/%s: binary %d bytes (%.2f MiB); image %s unpacked, %d bytes (%.2f MB) compressed\n",
+                a, b, b / 1048576, u, c, c / 1e6
+        }'
+done
+echo "image-check: OK (metainit $version, commit $commit, linux/amd64 and linux/arm64)"

@@ -17,7 +17,7 @@ pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:10275";
 #[derive(Parser, Debug)]
 #[command(
     name = "metainit",
-    version,
+    version = crate::VERSION,
     about = "Clears pending initializers (Kubernetes 1.7-1.13) and scheduling gates (1.26+) on objects \
              that carry a label key, to break bootstrap deadlocks.",
     args_conflicts_with_subcommands = true

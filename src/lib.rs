@@ -24,6 +24,17 @@ pub mod status;
 pub mod validation;
 pub mod watch;
 
+/// The git commit this binary was built from (build.rs), or "unknown".
+pub const GIT_COMMIT: &str = env!("METAINIT_GIT_COMMIT");
+
+/// What `--version` prints after the name: the crate's version and the commit.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("METAINIT_GIT_COMMIT"),
+    ")"
+);
+
 /// Everything that can go wrong, with a short label for the failures metric.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

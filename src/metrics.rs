@@ -89,7 +89,10 @@ impl Default for Metrics {
         registry.register(
             "build",
             "Build information",
-            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+            Info::new(vec![
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("revision", crate::GIT_COMMIT),
+            ]),
         );
         Metrics {
             registry,
@@ -176,9 +179,14 @@ mod tests {
             "metainit_watch_restarts_total{cause=\"expired\"} 1",
             "metainit_objects_pending 3",
             "metainit_clear_latency_seconds_count 1",
-            "metainit_build_info{version=",
         ] {
             assert!(text.contains(want), "{want} missing from\n{text}");
         }
+        let build = format!(
+            "metainit_build_info{{version=\"{}\",revision=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            crate::GIT_COMMIT
+        );
+        assert!(text.contains(&build), "{build} missing from\n{text}");
     }
 }

@@ -318,3 +318,49 @@ async fn https_without_a_usable_ca_is_a_clear_error() {
         );
     }
 }
+
+/// The commit build.rs should have recorded: METAINIT_REVISION when the build was given
+/// one, else this checkout's HEAD, else "unknown" (no git, or not a checkout).
+fn expected_commit() -> String {
+    if let Some(r) = option_env!("METAINIT_REVISION")
+        .map(str::trim)
+        .filter(|r| !r.is_empty() && *r != "unknown")
+    {
+        return r.chars().take(12).collect();
+    }
+    let here = env!("CARGO_MANIFEST_DIR");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(here)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let ours = git(&["rev-parse", "--show-toplevel"])
+        .is_some_and(|top| std::fs::canonicalize(top).ok() == std::fs::canonicalize(here).ok());
+    match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(commit) if ours => commit,
+        _ => "unknown".to_string(),
+    }
+}
+
+#[tokio::test]
+async fn version_names_the_commit() {
+    let (code, stdout, stderr) = run_to_end(&["--version"], LIMIT).await;
+    assert_eq!(code, 0, "{stderr}");
+    let commit = expected_commit();
+    assert_eq!(
+        stdout.trim(),
+        format!("metainit {} (commit {commit})", env!("CARGO_PKG_VERSION"))
+    );
+    // In a checkout (CI's clone included) the commit is a real one, never the fallback.
+    if std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.git")).exists() {
+        assert!(
+            commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+            "--version printed {stdout:?} in a git checkout"
+        );
+    }
+}

@@ -166,7 +166,10 @@ async fn metrics_count_clears_failures_pending_and_latency() {
         "{text}"
     );
     assert!(
-        text.contains("metainit_build_info{version=\"0.1.0\"} 1"),
+        text.contains(&format!(
+            "metainit_build_info{{version=\"0.1.0\",revision=\"{}\"}} 1",
+            metainit::GIT_COMMIT
+        )),
         "{text}"
     );
     assert!(m.stop().await.success());
