@@ -285,6 +285,36 @@ mod tests {
         }
     }
 
+    /// A queue's `run`, in a task, until `stop`.
+    struct Running {
+        stop: Arc<Notify>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl Running {
+        fn start(
+            queue: &Arc<Queue<u32>>,
+            source: impl Stream<Item = u32> + Send + 'static,
+            concurrency: usize,
+            log: &Arc<Log>,
+        ) -> Running {
+            let stop = Arc::new(Notify::new());
+            let s = Arc::clone(&stop);
+            let task = tokio::spawn(Arc::clone(queue).run(
+                source,
+                concurrency,
+                log.worker(),
+                async move { s.notified().await },
+            ));
+            Running { stop, task }
+        }
+
+        async fn stop(self) {
+            self.stop.notify_one();
+            self.task.await.unwrap();
+        }
+    }
+
     async fn until(what: &str, cond: impl Fn() -> bool) {
         for _ in 0..10_000 {
             if cond() {
@@ -303,19 +333,11 @@ mod tests {
             queue.add(1);
             queue.add(2);
         }
-        let stop = Arc::new(Notify::new());
-        let s = Arc::clone(&stop);
-        let run = tokio::spawn(Arc::clone(&queue).run(
-            futures::stream::pending(),
-            4,
-            log.worker(),
-            async move { s.notified().await },
-        ));
+        let running = Running::start(&queue, futures::stream::pending(), 4, &log);
         until("both worked on", || log.worked().len() == 2).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(log.worked(), vec![1, 2]);
-        stop.notify_one();
-        run.await.unwrap();
+        running.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -324,14 +346,7 @@ mod tests {
         let log = Arc::new(Log::default());
         let gate = Arc::new(Notify::new());
         log.hold.lock().unwrap().insert(7, Arc::clone(&gate));
-        let stop = Arc::new(Notify::new());
-        let s = Arc::clone(&stop);
-        let run = tokio::spawn(Arc::clone(&queue).run(
-            futures::stream::pending(),
-            4,
-            log.worker(),
-            async move { s.notified().await },
-        ));
+        let running = Running::start(&queue, futures::stream::pending(), 4, &log);
         queue.add(7);
         until("7 started", || queue.counts() == (1, 0)).await;
         queue.add(7);
@@ -343,8 +358,7 @@ mod tests {
         assert_eq!(log.most.load(Ordering::SeqCst), 1, "never two at once");
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(log.worked(), vec![7, 7], "and not a third time");
-        stop.notify_one();
-        run.await.unwrap();
+        running.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -354,19 +368,11 @@ mod tests {
         for k in 0..50 {
             queue.add(k);
         }
-        let stop = Arc::new(Notify::new());
-        let s = Arc::clone(&stop);
-        let run = tokio::spawn(Arc::clone(&queue).run(
-            futures::stream::pending(),
-            3,
-            log.worker(),
-            async move { s.notified().await },
-        ));
+        let running = Running::start(&queue, futures::stream::pending(), 3, &log);
         until("all worked on", || log.worked().len() == 50).await;
         assert_eq!(log.worked(), (0..50).collect::<Vec<_>>());
         assert_eq!(log.most.load(Ordering::SeqCst), 3);
-        stop.notify_one();
-        run.await.unwrap();
+        running.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -374,33 +380,21 @@ mod tests {
         let queue = Queue::new(4);
         let log = Arc::new(Log::default());
         let source = futures::stream::iter([1, 2, 2, 3]).chain(futures::stream::pending());
-        let stop = Arc::new(Notify::new());
-        let s = Arc::clone(&stop);
-        let run = tokio::spawn(
-            Arc::clone(&queue).run(source, 4, log.worker(), async move { s.notified().await }),
-        );
+        let running = Running::start(&queue, source, 4, &log);
         until("all worked on", || {
             let mut w = log.worked();
             w.dedup();
             w == vec![1, 2, 3]
         })
         .await;
-        stop.notify_one();
-        run.await.unwrap();
+        running.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_later_retry_waits_its_delay_a_sooner_one_wins_and_add_cancels_it() {
         let queue = Queue::new(4);
         let log = Arc::new(Log::default());
-        let stop = Arc::new(Notify::new());
-        let s = Arc::clone(&stop);
-        let run = tokio::spawn(Arc::clone(&queue).run(
-            futures::stream::pending(),
-            4,
-            log.worker(),
-            async move { s.notified().await },
-        ));
+        let running = Running::start(&queue, futures::stream::pending(), 4, &log);
         let start = Instant::now();
         queue.add_after(1, Duration::from_secs(10));
         queue.add_after(1, Duration::from_secs(2));
@@ -423,8 +417,7 @@ mod tests {
             vec![1, 2],
             "the retry was cancelled by the add"
         );
-        stop.notify_one();
-        run.await.unwrap();
+        running.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -432,14 +425,7 @@ mod tests {
         // Concurrency 4: at most 4 retries at once, then 12 per second.
         let queue = Queue::new(4);
         let log = Arc::new(Log::default());
-        let stop = Arc::new(Notify::new());
-        let s = Arc::clone(&stop);
-        let run = tokio::spawn(Arc::clone(&queue).run(
-            futures::stream::pending(),
-            16,
-            log.worker(),
-            async move { s.notified().await },
-        ));
+        let running = Running::start(&queue, futures::stream::pending(), 16, &log);
         let waits: Vec<Duration> = (0..40)
             .map(|k| queue.add_after(k, Duration::from_millis(100)))
             .collect();
@@ -453,8 +439,7 @@ mod tests {
         let start = Instant::now();
         until("all retried", || log.worked().len() == 40).await;
         assert!(start.elapsed() >= Duration::from_millis(2900));
-        stop.notify_one();
-        run.await.unwrap();
+        running.stop().await;
         // A key already due sooner takes no token.
         let queue: Arc<Queue<u32>> = Queue::new(1);
         queue.add_after(1, Duration::from_millis(100));
@@ -475,22 +460,15 @@ mod tests {
         let log = Arc::new(Log::default());
         let gate = Arc::new(Notify::new());
         log.hold.lock().unwrap().insert(1, Arc::clone(&gate));
-        let stop = Arc::new(Notify::new());
-        let s = Arc::clone(&stop);
-        let run = tokio::spawn(Arc::clone(&queue).run(
-            futures::stream::pending(),
-            1,
-            log.worker(),
-            async move { s.notified().await },
-        ));
+        let running = Running::start(&queue, futures::stream::pending(), 1, &log);
         queue.add(1);
         queue.add(2);
         until("1 started", || queue.counts() == (1, 1)).await;
-        stop.notify_one();
+        let stopping = tokio::spawn(running.stop());
         tokio::time::sleep(Duration::from_secs(1)).await;
-        assert!(!run.is_finished(), "waits for 1");
+        assert!(!stopping.is_finished(), "waits for 1");
         gate.notify_one();
-        run.await.unwrap();
+        stopping.await.unwrap();
         assert_eq!(log.worked(), vec![1], "2 was never started");
         queue.add(3);
         queue.add_after(4, Duration::from_millis(1));
