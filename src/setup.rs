@@ -54,7 +54,7 @@ pub async fn clearers(
     if mode == Mode::SchedulingGates {
         crate::cli::gates_need_pods(&resources)?;
     }
-    let node = events::node_name(args.node_name.as_deref());
+    let node = events::node_name(args.node_name.as_deref())?;
     // Events get a quarter of the patches' bound: in a burst they trail the clearing.
     let events = events::Sink::new(
         client.clone(),

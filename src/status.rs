@@ -61,16 +61,13 @@ pub async fn run(args: StatusArgs) -> Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Ok(ExitCode::from(2))
-        }
+        Err(e) => Ok(crate::logging::fatal_with(args.common.log_format, &e, 2)),
     }
 }
 
 async fn report(args: &StatusArgs) -> Result<Report> {
     let common = &args.common;
-    let label_key = common.label_key();
+    let label_key = args.label_key()?;
     let conn = crate::setup::connect(common, None).await?;
     let (client, url) = (conn.client, conn.url);
     let deadline = Some(common.timeout);
