@@ -47,6 +47,19 @@ pub struct Policy {
 pub const RBAC_HINT: &str = "grant get, list, watch and patch (and initialize on Kubernetes 1.7 to 1.13) to metainit's user: manifests/rbac.yaml";
 
 impl Class {
+    /// Every class, for the metric's label values.
+    pub const ALL: [Class; 9] = [
+        Class::Race,
+        Class::Gone,
+        Class::Rejected,
+        Class::Forbidden,
+        Class::Unauthorized,
+        Class::Throttled,
+        Class::ServerError,
+        Class::Timeout,
+        Class::Unreachable,
+    ];
+
     /// The one table.
     pub fn policy(self) -> Policy {
         let (retry, reason, level, hint) = match self {

@@ -64,6 +64,7 @@ pub async fn clearers(
     let mut clearers = Vec::new();
     for spec in &resources {
         let target = discovery::resolve(client, url, spec, deadline).await?;
+        metrics.known_resource(mode.as_str(), &target.name);
         clearers.push(Clearer {
             client: client.clone(),
             target,
