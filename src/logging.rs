@@ -35,10 +35,14 @@ pub fn fatal(format: LogFormat, e: &Error) -> ExitCode {
 
 /// As `fatal`, with the exit code given.
 pub fn fatal_with(format: LogFormat, e: &Error, code: i32) -> ExitCode {
-    let message = message(e);
+    final_line(format, &message(e), code)
+}
+
+/// The last line, `error: MESSAGE` or its JSON form, and the exit code.
+pub fn final_line(format: LogFormat, message: &str, code: i32) -> ExitCode {
     match format {
         LogFormat::Text => eprintln!("error: {message}"),
-        LogFormat::Json => eprintln!("{}", json_line(&message, code)),
+        LogFormat::Json => eprintln!("{}", json_line(message, code)),
     }
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
