@@ -462,10 +462,7 @@ async fn start_up_failures_give_the_last_error_or_say_nothing_answered() {
         .find(|l| l.contains(common::msg::NOT_REACHABLE_YET))
         .unwrap_or_else(|| panic!("no retry line: {stderr}"));
     assert!(
-        warn.contains("WARN")
-            && warn.contains(
-                "status.code=503 status.reason=ServiceUnavailable status.message=the server is restarting"
-            ),
+        warn.contains("WARN") && warn.contains(common::msg::STATUS_FIELDS),
         "{warn}"
     );
     assert!(
@@ -848,4 +845,23 @@ async fn kubeconfig_variable_skips_missing_files_as_kubectl_does() {
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("cleared 1,"), "{out}");
     assert!(common::gates(&bed.double.get("pods", "default", "p").unwrap()).is_empty());
+}
+#[test]
+fn the_troubleshooting_guide_has_every_message_the_tests_assert() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/troubleshooting.md");
+    let doc = std::fs::read_to_string(path).expect("docs/troubleshooting.md");
+    let missing: Vec<&&str> = common::msg::ALL
+        .iter()
+        .filter(|m| !doc.contains(**m))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in docs/troubleshooting.md: {missing:#?}"
+    );
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    assert!(
+        readme.contains("docs/troubleshooting.md"),
+        "the README links the guide"
+    );
 }

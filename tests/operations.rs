@@ -383,6 +383,14 @@ async fn labelled_counters_are_there_at_zero_from_the_start() {
     want.push(
         "metainit_objects_cleared_total{mode=\"scheduling-gates\",resource=\"pods\"} 0".into(),
     );
+    want.extend(
+        [
+            common::msg::FAILURES_AT_ZERO,
+            common::msg::RESTARTS_AT_ZERO,
+            common::msg::CLEARED_AT_ZERO,
+        ]
+        .map(String::from),
+    );
     for line in &want {
         assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
     }
@@ -571,7 +579,7 @@ async fn sigterm_during_once_finishes_what_is_in_flight_and_says_what_was_not_do
         .create("pods", "default", gated_pod("stuck", true, &[KUEUE]))
         .unwrap();
     let mut m = bed.metainit(&["--once", "--timeout", "60s"]);
-    logged(&m, "cannot clear yet; retrying", 2).await;
+    logged(&m, common::msg::RETRYING, 2).await;
     let signalled = std::time::Instant::now();
     m.signal("TERM");
     assert_eq!(m.wait(WAIT).await.code(), Some(1), "{:#?}", m.log());
@@ -580,7 +588,7 @@ async fn sigterm_during_once_finishes_what_is_in_flight_and_says_what_was_not_do
     assert!(
         m.log()
             .iter()
-            .any(|l| l.contains("could not clear") && l.contains("default/stuck")),
+            .any(|l| l.contains(common::msg::COULD_NOT_CLEAR) && l.contains("default/stuck")),
         "{:#?}",
         m.log()
     );

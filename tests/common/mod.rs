@@ -370,6 +370,14 @@ pub mod msg {
     pub const INTERRUPTED: &str = "interrupted before";
     pub const STATUS_SIGNAL: &str = "status interrupted by a signal";
     pub const CONFIG_OK: &str = "configuration OK";
+    pub const STATUS_FIELDS: &str =
+        "status.code=503 status.reason=ServiceUnavailable status.message=the server is restarting";
+    pub const COULD_NOT_CLEAR: &str = "could not clear";
+    pub const RETRYING: &str = "cannot clear yet; retrying";
+    pub const FAILURES_AT_ZERO: &str = r#"metainit_clear_failures_total{reason="forbidden"} 0"#;
+    pub const RESTARTS_AT_ZERO: &str = r#"metainit_watch_restarts_total{cause="list_failed"} 0"#;
+    pub const CLEARED_AT_ZERO: &str =
+        r#"metainit_objects_cleared_total{mode="scheduling-gates",resource="pods"} 0"#;
 
     pub const ALL: &[&str] = &[
         TOKEN_FILE,
@@ -395,5 +403,11 @@ pub mod msg {
         INTERRUPTED,
         STATUS_SIGNAL,
         CONFIG_OK,
+        STATUS_FIELDS,
+        COULD_NOT_CLEAR,
+        RETRYING,
+        FAILURES_AT_ZERO,
+        RESTARTS_AT_ZERO,
+        CLEARED_AT_ZERO,
     ];
 }
