@@ -16,7 +16,7 @@ use tracing::{info, warn};
 
 use crate::{
     Result,
-    blocker::Leave,
+    blocker::{Leave, Mode},
     clear::{Clearer, Done},
     cli::RunArgs,
     discovery,
@@ -163,25 +163,41 @@ fn interrupted(before: &str) -> ExitCode {
 /// Warns about each `--only` name that no labelled object has pending: a typo, or a
 /// controller that is not what holds them back (`metainit status` says what does).
 fn warn_unused_only(clearer: &Clearer, only: &[String], objects: &[Held]) {
-    if only.is_empty() {
-        return;
-    }
-    let pending: BTreeSet<String> = objects
-        .iter()
-        .flat_map(|o| clearer.mode.blocking_names(o))
-        .collect();
-    for name in only.iter().filter(|n| !pending.contains(*n)) {
-        let pending = if pending.is_empty() {
-            "none".to_string()
-        } else {
-            pending.iter().cloned().collect::<Vec<_>>().join(",")
-        };
+    let (unused, pending) = unused_only(clearer.mode, only, objects);
+    let pending = if pending.is_empty() {
+        "none".to_string()
+    } else {
+        pending.into_iter().collect::<Vec<_>>().join(",")
+    };
+    for name in unused {
         warn!(
             resource = %clearer.target.name,
             pending = %pending,
             "--only {name} is pending on no labelled object: check the name (`metainit status` lists what holds objects back)"
         );
     }
+}
+
+/// The `--only` names that none of `objects` has pending, and the names that are
+/// pending. Pure, so that the daemon can use it after a watch's first list too.
+pub fn unused_only<'a, 'o>(
+    mode: Mode,
+    only: &'a [String],
+    objects: impl IntoIterator<Item = &'o Held>,
+) -> (Vec<&'a str>, BTreeSet<String>) {
+    if only.is_empty() {
+        return (Vec::new(), BTreeSet::new());
+    }
+    let pending: BTreeSet<String> = objects
+        .into_iter()
+        .flat_map(|o| mode.blocking_names(o))
+        .collect();
+    let unused = only
+        .iter()
+        .filter(|n| !pending.contains(*n))
+        .map(String::as_str)
+        .collect();
+    (unused, pending)
 }
 
 /// Every labelled object, page by page; an expired continue token lists again.
@@ -268,6 +284,20 @@ async fn clear(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unused_only_names_are_found() {
+        let pod: Held = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"schedulingGates": [{"name": "example.com/a"}]}
+        }))
+        .unwrap();
+        let only = vec!["example.com/a".to_string(), "typo.example.com".to_string()];
+        let (unused, pending) = unused_only(Mode::SchedulingGates, &only, [&pod]);
+        assert_eq!(unused, ["typo.example.com"]);
+        assert_eq!(pending.into_iter().collect::<Vec<_>>(), ["example.com/a"]);
+        assert!(unused_only(Mode::SchedulingGates, &[], [&pod]).0.is_empty());
+    }
 
     #[test]
     fn summary_names_what_was_not_tried() {
