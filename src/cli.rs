@@ -4,7 +4,7 @@
 
 use std::{fmt, net::SocketAddr, path::PathBuf, time::Duration};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::{Error, Result, validation};
 
@@ -28,6 +28,111 @@ pub struct Cli {
 
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+impl Cli {
+    /// Parses the process's arguments and environment. A bad value that came from a
+    /// `METAINIT_*` variable is reported under the variable's name: the flag it stands
+    /// for was never typed.
+    pub fn parse_or_exit() -> Cli {
+        let argv: Vec<String> = std::env::args().collect();
+        Cli::try_parse_from(&argv)
+            .map_err(|e| from_env(e, &argv, |k| std::env::var(k).ok()))
+            .unwrap_or_else(|e| {
+                if e.use_stderr() && wants_json(&argv, std::env::var("METAINIT_LOG_FORMAT").ok()) {
+                    let text = e.render().to_string();
+                    let first = text.lines().next().unwrap_or_default();
+                    let message = first.strip_prefix("error: ").unwrap_or(first);
+                    eprintln!("{}", crate::logging::json_line(message, e.exit_code()));
+                    std::process::exit(e.exit_code());
+                }
+                e.exit()
+            })
+    }
+}
+
+/// Whether the command line or the environment asks for JSON logs: then even a bad
+/// command line is reported as a JSON line.
+fn wants_json(argv: &[String], env: Option<String>) -> bool {
+    let flag = argv
+        .windows(2)
+        .rev()
+        .find_map(|w| (w[0] == "--log-format").then(|| w[1].clone()));
+    let joined = argv
+        .iter()
+        .rev()
+        .find_map(|a| a.strip_prefix("--log-format=").map(String::from));
+    flag.or(joined).or(env).is_some_and(|f| f == "json")
+}
+
+/// Rewrites a clap error about a value read from an environment variable so that it
+/// names the variable. `env` reads a variable.
+pub fn from_env(
+    e: clap::Error,
+    argv: &[String],
+    env: impl Fn(&str) -> Option<String>,
+) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return e;
+    }
+    let text = |k| match e.get(k) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        Some(ContextValue::Strings(v)) => Some(v.join(", ")),
+        _ => None,
+    };
+    let (Some(flag), Some(value)) = (
+        text(ContextKind::InvalidArg),
+        text(ContextKind::InvalidValue),
+    ) else {
+        return e;
+    };
+    let long = flag
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let mut cmd = Cli::command();
+    let args: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .chain(cmd.get_subcommands().flat_map(|c| c.get_arguments()))
+        .cloned()
+        .collect();
+    let Some(arg) = args
+        .iter()
+        .find(|a| a.get_long().is_some_and(|l| format!("--{l}") == long))
+    else {
+        return e;
+    };
+    let Some(var) = arg.get_env().and_then(|v| v.to_str()).map(str::to_string) else {
+        return e;
+    };
+    let typed = argv.iter().skip(1).any(|a| {
+        a == &long
+            || a.starts_with(&format!("{long}="))
+            || arg
+                .get_short()
+                .is_some_and(|s| a.starts_with(&format!("-{s}")))
+    });
+    let from_env = env(&var).is_some_and(|v| v == value || v.split(',').any(|p| p == value));
+    if typed || !from_env {
+        return e;
+    }
+    let rule = match (std::error::Error::source(&e), text(ContextKind::ValidValue)) {
+        (Some(source), _) => source.to_string(),
+        (None, Some(valid)) => format!("possible values: {valid}"),
+        (None, None) => "see --help".to_string(),
+    };
+    clap::Error::raw(
+        e.kind(),
+        format!(
+            "invalid value '{value}' in the environment variable {var} (read as {long}): {rule}"
+        ),
+    )
+    .format(&mut cmd)
 }
 
 #[derive(Subcommand, Debug)]
@@ -95,21 +200,23 @@ pub struct RunArgs {
     #[arg(long, env = "METAINIT_ONLY", value_name = "NAME", value_delimiter = ',', value_parser = parse_blocker_name)]
     pub only: Vec<String>,
 
-    /// Log what would be cleared; change nothing.
-    #[arg(long, env = "METAINIT_DRY_RUN")]
+    /// Log what would be cleared; change nothing. From the environment: 1/0, true/false,
+    /// yes/no (any case).
+    #[arg(long, env = "METAINIT_DRY_RUN", action = ArgAction::SetTrue, value_parser = parse_bool)]
     pub dry_run: bool,
 
     /// Clear what is pending now, print a summary and exit: 0 if everything labelled is
     /// clear, 1 if something could not be cleared.
-    #[arg(long, env = "METAINIT_ONCE")]
+    #[arg(long, env = "METAINIT_ONCE", action = ArgAction::SetTrue, value_parser = parse_bool)]
     pub once: bool,
 
-    /// Address of the admin server (/healthz, /readyz, /metrics).
-    #[arg(long, env = "METAINIT_ADMIN_ADDR", value_name = "ADDR", default_value = DEFAULT_ADMIN_ADDR)]
+    /// Address of the admin server (/healthz, /readyz, /metrics): IP:PORT, [IPv6]:PORT or
+    /// localhost:PORT (127.0.0.1).
+    #[arg(long, env = "METAINIT_ADMIN_ADDR", value_name = "ADDR", default_value = DEFAULT_ADMIN_ADDR, value_parser = parse_admin_addr)]
     pub admin_addr: SocketAddr,
 
-    /// Name of this node, reported on Events (default: NODE_NAME, then the hostname).
-    #[arg(long, env = "METAINIT_NODE_NAME", value_name = "NAME")]
+    /// Name of this node, reported on Events; empty or absent: NODE_NAME, then the hostname.
+    #[arg(long, env = "METAINIT_NODE_NAME", value_name = "NAME", value_parser = parse_node_name)]
     pub node_name: Option<String>,
 
     /// How many objects are patched at the same time.
@@ -134,6 +241,10 @@ pub struct RunArgs {
 /// Flags of `metainit status`.
 #[derive(Args, Debug)]
 pub struct StatusArgs {
+    /// The label key, as the main command takes it (same as --label-key).
+    #[arg(value_name = "LABEL_KEY", value_parser = parse_label_key)]
+    pub positional_label_key: Option<String>,
+
     #[command(flatten)]
     pub common: Common,
 
@@ -260,6 +371,40 @@ fn parse_blocker_name(s: &str) -> Result<String, String> {
     validation::blocker_name(s).map(|()| s.to_string())
 }
 
+/// Booleans as people write them in environment variables.
+pub fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" => Ok(false),
+        _ => Err("a boolean is 1, 0, true, false, yes or no (any case)".into()),
+    }
+}
+
+/// `IP:PORT`, `[IPv6]:PORT`, or `localhost:PORT` (the IPv4 loopback, as the default is).
+pub fn parse_admin_addr(s: &str) -> Result<SocketAddr, String> {
+    const RULE: &str = "an address is IP:PORT, [IPv6]:PORT or localhost:PORT \
+                        (e.g. '127.0.0.1:10275', 'localhost:10275', '0.0.0.0:10275' to listen on every interface)";
+    if let Ok(addr) = s.parse() {
+        return Ok(addr);
+    }
+    match s.rsplit_once(':') {
+        Some((host, port)) if host.eq_ignore_ascii_case("localhost") => port
+            .parse::<u16>()
+            .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+            .map_err(|_| RULE.into()),
+        _ => Err(RULE.into()),
+    }
+}
+
+/// A node name is a DNS subdomain; an empty value means "not given" (a manifest's
+/// `--node-name=$(NODE_NAME)` with the variable unset).
+fn parse_node_name(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Ok(String::new());
+    }
+    validation::node_name(s).map(|()| s.to_string())
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     validation::duration(s)
 }
@@ -279,16 +424,34 @@ fn parse_resync_period(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// The label key from `--label-key`, the positional argument, or the default.
+fn label_key(positional: Option<&String>, flag: Option<&String>) -> Result<String> {
+    match (positional, flag) {
+        (Some(p), Some(f)) if p != f => Err(Error::Config(format!(
+            "the label key is given twice, as LABEL_KEY '{p}' and as --label-key/METAINIT_LABEL_KEY '{f}': give it once"
+        ))),
+        (Some(k), _) | (None, Some(k)) => Ok(k.clone()),
+        (None, None) => Ok(DEFAULT_LABEL_KEY.to_string()),
+    }
+}
+
+impl StatusArgs {
+    /// The label key from `--label-key`, the positional argument, or the default.
+    pub fn label_key(&self) -> Result<String> {
+        label_key(
+            self.positional_label_key.as_ref(),
+            self.common.label_key.as_ref(),
+        )
+    }
+}
+
 impl RunArgs {
     /// The label key from `--label-key`, the positional argument, or the default.
     pub fn label_key(&self) -> Result<String> {
-        match (&self.positional_label_key, &self.common.label_key) {
-            (Some(p), Some(f)) if p != f => Err(Error::Config(format!(
-                "the label key is given twice, as LABEL_KEY '{p}' and as --label-key/METAINIT_LABEL_KEY '{f}': give it once"
-            ))),
-            (Some(k), _) | (None, Some(k)) => Ok(k.clone()),
-            (None, None) => Ok(DEFAULT_LABEL_KEY.to_string()),
-        }
+        label_key(
+            self.positional_label_key.as_ref(),
+            self.common.label_key.as_ref(),
+        )
     }
 
     /// Checks every rule that needs no server.
@@ -298,6 +461,7 @@ impl RunArgs {
         if self.common.mode == ModeArg::SchedulingGates {
             gates_need_pods(&resources)?;
         }
+        crate::events::node_name(self.node_name.as_deref())?;
         Ok(())
     }
 

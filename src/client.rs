@@ -70,10 +70,16 @@ pub fn build(
 }
 
 fn tls_error(url: &str, e: kube::Error) -> Error {
-    Error::Config(format!(
-        "cannot set up a client for {url}: {e}. If the kubeconfig gives no certificate-authority, \
-         add certificate-authority-data to it, or point SSL_CERT_FILE at a CA bundle"
-    ))
+    // kube quotes file names twice ('"/path"'): once is enough.
+    let text = chain(&e).replace("'\"", "'").replace("\"'", "'");
+    // The CA hint only where it helps: the system has no CA and the kubeconfig none either.
+    let hint = if text.contains("No CA certificates") {
+        ". If the kubeconfig gives no certificate-authority, add certificate-authority-data \
+         to it, or point SSL_CERT_FILE at a CA bundle"
+    } else {
+        ""
+    };
+    Error::Config(format!("cannot set up a client for {url}: {text}{hint}"))
 }
 
 #[derive(Clone)]

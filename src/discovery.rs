@@ -13,6 +13,7 @@ use crate::{
     blocker::Mode,
     cli::{ModeArg, ResourceSpec},
     client::{chain, is_tls_failure, is_transient},
+    failure::describe,
     object::Held,
 };
 
@@ -28,44 +29,80 @@ pub fn backoff() -> ExponentialBuilder {
 }
 
 /// Runs a start-up request, retrying transient failures with the watcher's backoff;
-/// with a deadline, gives up after it with an `Unreachable` error.
+/// with a deadline, gives up after it with an `Unreachable` error that gives the last
+/// failure, or says that nothing answered. A deadline of zero tries once and does not
+/// wait (as `kubectl wait --timeout=0`): the one attempt is bounded by `--request-timeout`.
 pub async fn with_retries<T, F, Fut>(
     what: &str,
     url: &str,
     deadline: Option<Duration>,
-    op: F,
+    mut op: F,
 ) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = std::result::Result<T, kube::Error>>,
 {
+    if deadline.is_some_and(|d| d.is_zero()) {
+        return op().await.map_err(|e| {
+            if is_transient(&e) {
+                Error::Unreachable(format!(
+                    "could not reach the API server at {url} ({what}, tried once as --timeout is 0s): {}",
+                    describe(&e)
+                ))
+            } else {
+                describe_failure(what, url, e)
+            }
+        });
+    }
     let last = std::sync::Mutex::new(String::new());
     let attempt = op.retry(backoff()).when(is_transient).notify(|e, wait| {
-        let error = chain(e);
-        warn!(%url, %error, retry_in = ?wait, "{what}: API server not reachable yet, retrying");
+        log_retry(what, url, e, wait);
         if let Ok(mut l) = last.lock() {
-            *l = error;
+            *l = describe(e);
         }
     });
     let result = match deadline {
         Some(d) => match tokio::time::timeout(d, attempt).await {
             Ok(r) => r,
             Err(_) => {
+                let d = human_duration(d);
                 let last = last.lock().map(|l| l.clone()).unwrap_or_default();
                 let last = if last.is_empty() {
-                    "no answer yet".to_string()
+                    format!("no answer within {d}")
                 } else {
                     last
                 };
                 return Err(Error::Unreachable(format!(
-                    "could not reach the API server at {url} within {}s ({what}): {last}",
-                    d.as_secs()
+                    "could not reach the API server at {url} within {d} ({what}): {last}"
                 )));
             }
         },
         None => attempt.await,
     };
     result.map_err(|e| describe_failure(what, url, e))
+}
+
+/// One WARN line per failed start-up attempt; an API error's code, reason and message
+/// as fields of their own.
+fn log_retry(what: &str, url: &str, e: &kube::Error, wait: Duration) {
+    let message = format!("{what}: API server not reachable yet, retrying");
+    match e {
+        kube::Error::Api(s) => {
+            warn!(%url, status.code = s.code, status.reason = %s.reason, status.message = %s.message, retry_in = ?wait, "{message}")
+        }
+        other => warn!(%url, error = %chain(other), retry_in = ?wait, "{message}"),
+    }
+}
+
+/// `500ms`, `3s`, `1.5s`, `2m`: as the flags are written.
+pub fn human_duration(d: Duration) -> String {
+    let (secs, millis) = (d.as_secs(), d.subsec_millis());
+    match (secs, millis) {
+        (0, ms) => format!("{ms}ms"),
+        (s, 0) if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        (s, 0) => format!("{s}s"),
+        _ => format!("{}s", (d.as_secs_f64() * 1000.0).round() / 1000.0),
+    }
 }
 
 /// Turns a non-transient start-up failure into an error that says what to fix.
@@ -78,10 +115,10 @@ fn describe_failure(what: &str, url: &str, e: kube::Error) -> Error {
             "{what}: forbidden ({}); grant the permissions in manifests/rbac.yaml to the kubeconfig's user",
             s.message
         )),
-        kube::Error::Api(s) if s.reason == "Failed to parse error data" => Error::Server(format!(
-            "{what}: {url} does not look like a Kubernetes API server: it answered {} with a body that is not a Status: {}",
+        kube::Error::Api(s) if s.reason == crate::failure::NOT_A_STATUS => Error::Server(format!(
+            "{what}: {url} does not look like a Kubernetes API server: it answered {} with {}",
             s.code,
-            truncate(&s.message, 120)
+            crate::failure::body_text(&s.message)
         )),
         kube::Error::SerdeError(_) => Error::Server(format!(
             "{what}: {url} does not look like a Kubernetes API server: its answer is not the JSON expected ({e})"
@@ -91,15 +128,6 @@ fn describe_failure(what: &str, url: &str, e: kube::Error) -> Error {
             chain(&e)
         )),
         _ => Error::Kube(e),
-    }
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one_line.chars().count() <= n {
-        one_line
-    } else {
-        format!("{}...", one_line.chars().take(n).collect::<String>())
     }
 }
 
@@ -178,7 +206,7 @@ pub async fn choose_mode(
         Ok(info) => info,
         Err(e @ (Error::Unreachable(_) | Error::Config(_))) => return Err(e),
         Err(e) => {
-            warn!(%url, error = %e, mode = %forced, "cannot read the server's version; using the --mode asked for");
+            warn!(%url, error = %crate::logging::message(&e), mode = %forced, "cannot read the server's version; using the --mode asked for");
             return Ok(forced);
         }
     };

@@ -47,6 +47,19 @@ pub struct Policy {
 pub const RBAC_HINT: &str = "grant get, list, watch and patch (and initialize on Kubernetes 1.7 to 1.13) to metainit's user: manifests/rbac.yaml";
 
 impl Class {
+    /// Every class, for the metric's label values.
+    pub const ALL: [Class; 9] = [
+        Class::Race,
+        Class::Gone,
+        Class::Rejected,
+        Class::Forbidden,
+        Class::Unauthorized,
+        Class::Throttled,
+        Class::ServerError,
+        Class::Timeout,
+        Class::Unreachable,
+    ];
+
     /// The one table.
     pub fn policy(self) -> Policy {
         let (retry, reason, level, hint) = match self {
@@ -146,10 +159,37 @@ impl From<kube::Error> for Failure {
     }
 }
 
+/// kube's reason for an error answer whose body is not a Status (a proxy's HTML page,
+/// a plain-text 404, an empty body).
+pub const NOT_A_STATUS: &str = "Failed to parse error data";
+
+/// An error answer's body that is not a Status, in words: never a bare colon.
+pub fn body_text(body: &str) -> String {
+    let one_line = one_line(body, 120);
+    if one_line.is_empty() {
+        "an empty body, not a Status".into()
+    } else {
+        format!("a body that is not a Status: {one_line}")
+    }
+}
+
+/// On one line, at most `n` characters.
+pub fn one_line(s: &str, n: usize) -> String {
+    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= n {
+        one_line
+    } else {
+        format!("{}...", one_line.chars().take(n).collect::<String>())
+    }
+}
+
 /// One line for a log or a message: a Status as `CODE Reason: message`, anything else
 /// with its causes (kube's own text often hides them in a source).
 pub fn describe(e: &kube::Error) -> String {
     match e {
+        kube::Error::Api(s) if s.reason == NOT_A_STATUS => {
+            format!("{} with {}", s.code, body_text(&s.message))
+        }
         kube::Error::Api(s) => {
             let reason = if s.reason.is_empty() {
                 "Failure"
@@ -277,5 +317,16 @@ mod tests {
             ..Status::default()
         }));
         assert_eq!(describe(&e), "403 Forbidden: pods \"p\" is forbidden");
+        let not_a_status = |body: &str| {
+            kube::Error::Api(Box::new(Status::failure(body, NOT_A_STATUS).with_code(502)))
+        };
+        assert_eq!(
+            describe(&not_a_status("")),
+            "502 with an empty body, not a Status"
+        );
+        assert_eq!(
+            describe(&not_a_status("<html>\n Bad Gateway </html>")),
+            "502 with a body that is not a Status: <html> Bad Gateway </html>"
+        );
     }
 }

@@ -4,7 +4,10 @@
 //! certificate, key, token-file and exec paths are resolved against the directory of the
 //! file that names them (kube's `Kubeconfig::read_from`).
 
-use std::path::{Path, PathBuf};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
 
 use kube::{
     Config,
@@ -53,8 +56,10 @@ pub async fn load(common: &Common) -> Result<Config> {
         });
     }
     let mut merged = Kubeconfig::default();
+    let mut origins = Origins::default();
     for path in &paths {
         let kc = read(path, source)?;
+        origins.note(&kc, path);
         merged = merged.merge(kc).map_err(|e| {
             Error::Config(format!(
                 "the kubeconfig {} (from {source}) cannot be merged with the ones before it: {e}",
@@ -67,7 +72,109 @@ pub async fn load(common: &Common) -> Result<Config> {
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    use_context(merged, &shown, common.context.as_deref()).await
+    use_context(merged, &shown, common.context.as_deref(), &origins).await
+}
+
+/// Which file each user and cluster came from (the first to name it, as merging keeps).
+#[derive(Default)]
+struct Origins {
+    users: HashMap<String, PathBuf>,
+    clusters: HashMap<String, PathBuf>,
+}
+
+impl Origins {
+    fn note(&mut self, kc: &Kubeconfig, path: &Path) {
+        for u in &kc.auth_infos {
+            self.users
+                .entry(u.name.clone())
+                .or_insert_with(|| path.to_path_buf());
+        }
+        for c in &kc.clusters {
+            self.clusters
+                .entry(c.name.clone())
+                .or_insert_with(|| path.to_path_buf());
+        }
+    }
+}
+
+/// Every file the chosen context's user and cluster name and kube would read, with
+/// the kubeconfig field that names it: those it would use (a `*-data` field or a
+/// token given inline takes precedence over the file, as in kubectl).
+fn file_references(kc: &Kubeconfig, context: &str) -> Vec<(&'static str, String, String, String)> {
+    let mut out = Vec::new();
+    let Some(ctx) = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref())
+    else {
+        return out;
+    };
+    if let Some(user) = ctx.user.as_deref()
+        && let Some(a) = kc
+            .auth_infos
+            .iter()
+            .find(|u| u.name == user)
+            .and_then(|u| u.auth_info.as_ref())
+    {
+        let who = format!("user \"{user}\"");
+        if a.client_certificate_data.is_none()
+            && let Some(f) = &a.client_certificate
+        {
+            out.push((
+                "client-certificate",
+                f.clone(),
+                who.clone(),
+                user.to_string(),
+            ));
+        }
+        if a.client_key_data.is_none()
+            && let Some(f) = &a.client_key
+        {
+            out.push(("client-key", f.clone(), who.clone(), user.to_string()));
+        }
+        if a.token.is_none()
+            && let Some(f) = &a.token_file
+        {
+            out.push(("tokenFile", f.clone(), who, user.to_string()));
+        }
+    }
+    if let Some(c) = kc
+        .clusters
+        .iter()
+        .find(|c| c.name == ctx.cluster)
+        .and_then(|c| c.cluster.as_ref())
+        && c.certificate_authority_data.is_none()
+        && let Some(f) = &c.certificate_authority
+    {
+        out.push((
+            "certificate-authority",
+            f.clone(),
+            format!("cluster \"{}\"", ctx.cluster),
+            ctx.cluster.clone(),
+        ));
+    }
+    out
+}
+
+/// Reads every file the context needs now, so a missing one is named with the field
+/// and the kubeconfig it came from, and the OS error.
+fn check_files(kc: &Kubeconfig, context: &str, shown: &str, origins: &Origins) -> Result<()> {
+    for (field, file, who, name) in file_references(kc, context) {
+        if let Err(e) = std::fs::read(&file) {
+            let from = if field == "certificate-authority" {
+                origins.clusters.get(&name)
+            } else {
+                origins.users.get(&name)
+            }
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| shown.to_string());
+            return Err(Error::Config(format!(
+                "cannot read {file}, the {field} of {who} in the kubeconfig {from}: {e}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn read(path: &Path, source: &str) -> Result<Kubeconfig> {
@@ -90,7 +197,12 @@ fn read(path: &Path, source: &str) -> Result<Kubeconfig> {
     })
 }
 
-async fn use_context(kc: Kubeconfig, shown: &str, context: Option<&str>) -> Result<Config> {
+async fn use_context(
+    kc: Kubeconfig,
+    shown: &str,
+    context: Option<&str>,
+    origins: &Origins,
+) -> Result<Config> {
     let wanted = match context
         .or(kc.current_context.as_deref())
         .filter(|c| !c.is_empty())
@@ -113,6 +225,7 @@ async fn use_context(kc: Kubeconfig, shown: &str, context: Option<&str>) -> Resu
             }
         )));
     }
+    check_files(&kc, &wanted, shown, origins)?;
     let opts = KubeConfigOptions {
         context: Some(wanted),
         cluster: None,

@@ -4,7 +4,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use metainit::{
     Error, Result,
     cli::{Cli, Command, RunArgs},
@@ -13,21 +12,17 @@ use metainit::{
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::try_parse().unwrap_or_else(|e| e.exit());
-    let result = match cli.command {
-        Some(Command::Status(args)) => {
-            logging::init(args.common.log_format);
-            status::run(args).await
-        }
-        None => {
-            logging::init(cli.run.common.log_format);
-            run(cli.run).await
-        }
+    let cli = Cli::parse_or_exit();
+    let format = match &cli.command {
+        Some(Command::Status(args)) => args.common.log_format,
+        None => cli.run.common.log_format,
     };
-    result.unwrap_or_else(|e: Error| {
-        eprintln!("error: {e}");
-        ExitCode::from(e.exit_code() as u8)
-    })
+    logging::init(format);
+    let result = match cli.command {
+        Some(Command::Status(args)) => status::run(args).await,
+        None => run(cli.run).await,
+    };
+    result.unwrap_or_else(|e: Error| logging::fatal(format, &e))
 }
 
 async fn run(args: RunArgs) -> Result<ExitCode> {

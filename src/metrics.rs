@@ -22,6 +22,18 @@ pub struct CauseLabels {
     pub cause: String,
 }
 
+/// Every `cause` of `metainit_watch_restarts_total`: what `watch.rs` counts (its
+/// `cause()`, and `revision_backwards`); a unit test keeps the two in step.
+pub const WATCH_RESTART_CAUSES: [&str; 7] = [
+    "list_failed",
+    "watch_start_failed",
+    "expired",
+    "watch_error",
+    "stream_failed",
+    "no_resource_version",
+    "revision_backwards",
+];
+
 pub struct Metrics {
     pub registry: Registry,
     pub cleared: Family<ClearedLabels, Counter>,
@@ -94,6 +106,21 @@ impl Default for Metrics {
                 ("revision", crate::GIT_COMMIT),
             ]),
         );
+        // Every known label value exists from the start, at 0: a dashboard shows 0, not
+        // "no data", and `rate()` sees the first increment.
+        for reason in crate::failure::Class::ALL
+            .iter()
+            .filter_map(|c| c.policy().reason)
+        {
+            drop(clear_failures.get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            }));
+        }
+        for cause in WATCH_RESTART_CAUSES {
+            drop(watch_restarts.get_or_create(&CauseLabels {
+                cause: cause.into(),
+            }));
+        }
         Metrics {
             registry,
             cleared,
@@ -116,6 +143,14 @@ impl Metrics {
                 resource: resource.into(),
             })
             .inc();
+    }
+
+    /// Creates `metainit_objects_cleared_total` for a resource at 0, once it is known.
+    pub fn known_resource(&self, mode: &str, resource: &str) {
+        drop(self.cleared.get_or_create(&ClearedLabels {
+            mode: mode.into(),
+            resource: resource.into(),
+        }));
     }
 
     pub fn failure(&self, reason: &str) {
@@ -163,6 +198,57 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_label_value_is_there_at_zero() {
+        let m = Metrics::default();
+        m.known_resource("scheduling-gates", "pods");
+        let text = m.encode();
+        for reason in [
+            "race",
+            "rejected",
+            "forbidden",
+            "unauthorized",
+            "throttled",
+            "server_error",
+            "timeout",
+            "unreachable",
+        ] {
+            let want = format!("metainit_clear_failures_total{{reason=\"{reason}\"}} 0\n");
+            assert!(text.contains(&want), "{want} missing from\n{text}");
+        }
+        for cause in WATCH_RESTART_CAUSES {
+            let want = format!("metainit_watch_restarts_total{{cause=\"{cause}\"}} 0\n");
+            assert!(text.contains(&want), "{want} missing from\n{text}");
+        }
+        assert!(text.contains(
+            "metainit_objects_cleared_total{mode=\"scheduling-gates\",resource=\"pods\"} 0\n"
+        ));
+    }
+
+    /// The causes listed here are the ones watch.rs counts: its `cause()` and the
+    /// revision check (read from the source, which this module may not change).
+    #[test]
+    fn watch_restart_causes_match_watch_rs() {
+        let source = include_str!("watch.rs");
+        let start = source.find("fn cause(").expect("watch.rs has cause()");
+        let body = &source[start..];
+        let body = &body[..body.find("\n}\n").expect("end of cause()")];
+        let mut found: Vec<&str> = body
+            .split("=> \"")
+            .skip(1)
+            .filter_map(|s| s.split('"').next())
+            .collect();
+        assert!(
+            source.contains("watch_restart(\"revision_backwards\")"),
+            "watch.rs counts revision_backwards"
+        );
+        found.push("revision_backwards");
+        found.sort_unstable();
+        let mut known = WATCH_RESTART_CAUSES.to_vec();
+        known.sort_unstable();
+        assert_eq!(found, known);
+    }
 
     #[test]
     fn names_are_prefixed() {

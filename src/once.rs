@@ -1,19 +1,22 @@
 //! `--once`: no watch. A paged LIST of the labelled objects, then a bounded concurrent
 //! loop over them: each object is tried, and after a failure tried again on its newest
 //! state (a GET), with the same backoff as the daemon, until it is done or the
-//! `--timeout` budget would be overrun. Prints a summary; exit 1 names every object that
-//! could not be cleared, with the last error.
+//! `--timeout` budget is spent (the last wait is cut to what is left, so retries may use
+//! all of it). Prints a summary; exit 1 names every object that could not be cleared,
+//! with the last error. SIGTERM or SIGINT starts no new object, stops retrying, lets the
+//! attempts in flight finish (at most `--shutdown-timeout`) and exits 0 if everything
+//! was done, else 1.
 
-use std::{process::ExitCode, sync::Arc, time::Duration};
+use std::{collections::BTreeSet, process::ExitCode, sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use kube::api::ListParams;
-use tokio::time::Instant;
+use tokio::{sync::watch, time::Instant};
 use tracing::{info, warn};
 
 use crate::{
     Result,
-    blocker::Leave,
+    blocker::{Leave, Mode},
     clear::{Clearer, Done},
     cli::RunArgs,
     discovery,
@@ -32,6 +35,8 @@ pub struct Summary {
     pub left_alone: usize,
     pub gone: usize,
     pub failed: usize,
+    /// Not tried at all: a signal came first.
+    pub not_tried: usize,
 }
 
 impl Summary {
@@ -58,38 +63,141 @@ impl std::fmt::Display for Summary {
             self.left_alone,
             self.gone,
             self.failed
-        )
+        )?;
+        if self.not_tried > 0 {
+            write!(
+                f,
+                ", not tried {} (interrupted before them)",
+                self.not_tried
+            )?;
+        }
+        Ok(())
     }
 }
 
+/// What `--once` logs when a signal comes.
+pub const ON_SIGNAL: &str = "signal received: starting no new object, letting the ones in flight finish (at most --shutdown-timeout)";
+
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
+    let stop = setup::stop_on_signals(ON_SIGNAL);
     let timeout = args.common.timeout;
     let metrics = Arc::new(Metrics::default());
     let conn = setup::connect(&args.common, None).await?;
     info!(version = env!("CARGO_PKG_VERSION"), url = %conn.url, label_key = %args.label_key()?, "starting");
-    let (_, clearers, events) = setup::clearers(&args, &conn, &metrics, Some(timeout)).await?;
+    let (_, clearers, events) = tokio::select! {
+        setup = setup::clearers(&args, &conn, &metrics, Some(timeout)) => setup?,
+        _ = setup::stopped(stop.clone()) => return Ok(interrupted("the server answered")),
+    };
     let mut total = Summary::default();
+    let mut stopping: Option<Instant> = None;
+    let mut unlisted = 0;
     for clearer in &clearers {
-        let objects = list(clearer, &args, &conn.url, timeout).await?;
+        if stopping.is_some() {
+            unlisted += 1;
+            continue;
+        }
+        let objects = tokio::select! {
+            objects = list(clearer, &args, &conn.url, timeout) => objects?,
+            _ = setup::stopped(stop.clone()) => return Ok(interrupted("every labelled object was listed")),
+        };
+        warn_unused_only(clearer, &args.only, &objects);
+        let count = objects.len();
         let deadline = Instant::now() + timeout;
-        let results: Vec<_> = futures::stream::iter(objects)
-            .map(|obj| clear(clearer, obj, deadline))
-            .buffer_unordered(usize::from(args.concurrency))
-            .collect()
-            .await;
-        for r in &results {
-            total.add(r);
+        let mut results = futures::stream::iter(objects)
+            .map(|obj| {
+                let stop = stop.clone();
+                async move {
+                    if *stop.borrow() {
+                        return None;
+                    }
+                    Some(clear(clearer, obj, deadline, stop).await)
+                }
+            })
+            .buffer_unordered(usize::from(args.concurrency));
+        let mut seen = 0;
+        loop {
+            let grace = stopping.map(|since| since + args.shutdown_timeout);
+            tokio::select! {
+                r = results.next() => match r {
+                    Some(Some(r)) => { seen += 1; total.add(&r) }
+                    Some(None) => { seen += 1; total.not_tried += 1 }
+                    None => break,
+                },
+                _ = setup::stopped(stop.clone()), if stopping.is_none() => {
+                    stopping = Some(Instant::now());
+                }
+                _ = tokio::time::sleep_until(grace.unwrap_or_else(Instant::now)), if grace.is_some() => {
+                    warn!(timeout = ?args.shutdown_timeout, "attempts in flight did not finish in time");
+                    total.failed += count - seen;
+                    break;
+                }
+            }
         }
     }
-    if !events.drained(timeout).await {
+    let all_done = total.failed == 0 && total.not_tried == 0 && unlisted == 0;
+    if stopping.is_some() && !all_done {
+        // The objects of resources not reached are not counted: they were never listed.
+        warn!(summary = %total, resources_not_listed = unlisted, "interrupted before every labelled object was done");
+    }
+    let events_wait = match stopping {
+        Some(since) => (since + args.shutdown_timeout).saturating_duration_since(Instant::now()),
+        None => timeout,
+    };
+    if !events.drained(events_wait).await {
         warn!("some Events were not written before the timeout");
     }
     println!("{total}");
-    Ok(if total.failed == 0 {
+    Ok(if all_done {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A signal came before any object was tried: nothing was done, exit 1.
+fn interrupted(before: &str) -> ExitCode {
+    warn!("interrupted before {before}: nothing was cleared");
+    ExitCode::from(1)
+}
+
+/// Warns about each `--only` name that no labelled object has pending: a typo, or a
+/// controller that is not what holds them back (`metainit status` says what does).
+fn warn_unused_only(clearer: &Clearer, only: &[String], objects: &[Held]) {
+    let (unused, pending) = unused_only(clearer.mode, only, objects);
+    let pending = if pending.is_empty() {
+        "none".to_string()
+    } else {
+        pending.into_iter().collect::<Vec<_>>().join(",")
+    };
+    for name in unused {
+        warn!(
+            resource = %clearer.target.name,
+            pending = %pending,
+            "--only {name} is pending on no labelled object: check the name (`metainit status` lists what holds objects back)"
+        );
+    }
+}
+
+/// The `--only` names that none of `objects` has pending, and the names that are
+/// pending. Pure, so that the daemon can use it after a watch's first list too.
+pub fn unused_only<'a, 'o>(
+    mode: Mode,
+    only: &'a [String],
+    objects: impl IntoIterator<Item = &'o Held>,
+) -> (Vec<&'a str>, BTreeSet<String>) {
+    if only.is_empty() {
+        return (Vec::new(), BTreeSet::new());
+    }
+    let pending: BTreeSet<String> = objects
+        .into_iter()
+        .flat_map(|o| mode.blocking_names(o))
+        .collect();
+    let unused = only
+        .iter()
+        .filter(|n| !pending.contains(*n))
+        .map(String::as_str)
+        .collect();
+    (unused, pending)
 }
 
 /// Every labelled object, page by page; an expired continue token lists again.
@@ -127,8 +235,13 @@ async fn list(
     }
 }
 
-/// Clears one object, retrying on its newest state until `deadline`.
-async fn clear(clearer: &Clearer, obj: Held, deadline: Instant) -> Result<Done, Failure> {
+/// Clears one object, retrying on its newest state until `deadline` or a signal.
+async fn clear(
+    clearer: &Clearer,
+    obj: Held,
+    deadline: Instant,
+    stop: watch::Receiver<bool>,
+) -> Result<Done, Failure> {
     let key = obj.key();
     let api = clearer.target.api(&clearer.client, obj.namespace());
     let name = obj.name().to_string();
@@ -150,12 +263,57 @@ async fn clear(clearer: &Clearer, obj: Held, deadline: Instant) -> Result<Done, 
             return result;
         };
         failures += 1;
-        let wait = failure::backoff(failures, failure::retry_after(&f.error));
-        if !f.class.policy().retry || Instant::now() + wait > deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !f.class.policy().retry || left.is_zero() || *stop.borrow() {
             clearer.report(&key, &f, failures, None);
             return Err(f);
         }
+        // The budget is the limit: the last wait is cut to what is left of it.
+        let wait = failure::backoff(failures, failure::retry_after(&f.error)).min(left);
         clearer.report(&key, &f, failures, Some(wait));
-        tokio::time::sleep(wait).await;
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = setup::stopped(stop.clone()) => {
+                clearer.report(&key, &f, failures, None);
+                return Err(f);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unused_only_names_are_found() {
+        let pod: Held = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"schedulingGates": [{"name": "example.com/a"}]}
+        }))
+        .unwrap();
+        let only = vec!["example.com/a".to_string(), "typo.example.com".to_string()];
+        let (unused, pending) = unused_only(Mode::SchedulingGates, &only, [&pod]);
+        assert_eq!(unused, ["typo.example.com"]);
+        assert_eq!(pending.into_iter().collect::<Vec<_>>(), ["example.com/a"]);
+        assert!(unused_only(Mode::SchedulingGates, &[], [&pod]).0.is_empty());
+    }
+
+    #[test]
+    fn summary_names_what_was_not_tried() {
+        let mut s = Summary {
+            cleared: 2,
+            failed: 1,
+            ..Summary::default()
+        };
+        assert_eq!(
+            s.to_string(),
+            "cleared 2, would clear 0, already clear 0, left alone 0, deleted meanwhile 0, failed 1"
+        );
+        s.not_tried = 3;
+        assert!(
+            s.to_string()
+                .ends_with("failed 1, not tried 3 (interrupted before them)")
+        );
     }
 }

@@ -47,30 +47,78 @@ pub struct Report {
     pub by_name: BTreeMap<String, usize>,
 }
 
+/// What `status` says when a signal stops it.
+pub const ON_SIGNAL: &str =
+    "status interrupted by a signal before every object was listed: nothing printed";
+
 pub async fn run(args: StatusArgs) -> Result<ExitCode> {
+    let format = args.common.log_format;
+    // Read-only: a signal has nothing to drain; it ends the listing, exit 1.
+    let stop = crate::setup::stop_on_signals("signal received: stopping the listing");
+    let report = tokio::select! {
+        report = report(&args) => report,
+        _ = crate::setup::stopped(stop) => return Ok(crate::logging::final_line(format, ON_SIGNAL, 1)),
+    };
     // Any failure of `status` exits 2: 1 is kept for "held longer than --max-age".
-    match report(&args).await {
+    match report {
         Ok(report) => {
             print(&report, args.output)?;
-            let too_old = args
-                .max_age
-                .is_some_and(|max| report.items.iter().any(|r| r.age_seconds > max.as_secs()));
-            Ok(if too_old {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            })
+            let Some(max) = args.max_age else {
+                return Ok(ExitCode::SUCCESS);
+            };
+            let too_old: Vec<&Row> = report
+                .items
+                .iter()
+                .filter(|r| r.age_seconds > max.as_secs())
+                .collect();
+            if too_old.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            Ok(crate::logging::final_line(
+                format,
+                &over_age(&too_old, max),
+                1,
+            ))
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Ok(ExitCode::from(2))
-        }
+        Err(e) => Ok(crate::logging::fatal_with(format, &e, 2)),
     }
+}
+
+/// Which objects are held back longer than `--max-age`, oldest first (at most 10 named).
+pub fn over_age(rows: &[&Row], max: Duration) -> String {
+    const SHOWN: usize = 10;
+    let named: Vec<String> = rows
+        .iter()
+        .take(SHOWN)
+        .map(|r| {
+            format!(
+                "{} {}{} ({} by {})",
+                r.kind,
+                r.namespace
+                    .as_ref()
+                    .map(|n| format!("{n}/"))
+                    .unwrap_or_default(),
+                r.name,
+                human_age(r.age_seconds),
+                r.blocked_by.join(",")
+            )
+        })
+        .collect();
+    let more = match rows.len().saturating_sub(SHOWN) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    format!(
+        "{} held back longer than --max-age {}: {}{more}",
+        rows.len(),
+        crate::discovery::human_duration(max),
+        named.join(", ")
+    )
 }
 
 async fn report(args: &StatusArgs) -> Result<Report> {
     let common = &args.common;
-    let label_key = common.label_key();
+    let label_key = args.label_key()?;
     let conn = crate::setup::connect(common, None).await?;
     let (client, url) = (conn.client, conn.url);
     let deadline = Some(common.timeout);

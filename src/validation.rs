@@ -63,6 +63,19 @@ pub fn namespace(s: &str) -> Result<(), String> {
     }
 }
 
+/// The rule a node name must follow.
+pub const NODE_NAME_RULE: &str = "a node name is a DNS-1123 subdomain: at most 253 characters of [a-z0-9-.], \
+each dot-separated part beginning and ending with a letter or digit (e.g. 'cp-1' or 'ip-10-0-0-1.ec2.internal')";
+
+/// Checks a node name.
+pub fn node_name(s: &str) -> Result<(), String> {
+    if is_dns_subdomain(s) {
+        Ok(())
+    } else {
+        Err(NODE_NAME_RULE.into())
+    }
+}
+
 /// Checks an initializer or scheduling gate name given to `--only`.
 /// Initializer names are DNS subdomains (`podimage.example.com`); gate names are
 /// qualified names (`example.com/quota`); either form is accepted.

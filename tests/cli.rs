@@ -319,6 +319,553 @@ async fn https_without_a_usable_ca_is_a_clear_error() {
     }
 }
 
+fn user_kubeconfig(dir: &std::path::Path, server: &str, user: &str) -> String {
+    let path = dir.join("user-kc");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n\
+             users:\n- name: u\n  user:\n{user}contexts:\n- name: ctx\n  context:\n    cluster: c\n    user: u\n\
+             current-context: ctx\n"
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+#[tokio::test]
+async fn missing_credential_files_are_named_with_their_field_and_the_os_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "    tokenFile: /nonexistent/token\n",
+            "/nonexistent/token",
+            common::msg::TOKEN_FILE,
+        ),
+        (
+            "    client-certificate: /nonexistent/cert.pem\n    client-key: /nonexistent/key.pem\n",
+            "/nonexistent/cert.pem",
+            common::msg::CLIENT_CERT,
+        ),
+        (
+            "    client-certificate-data: Zm9v\n    client-key: /nonexistent/key.pem\n",
+            "/nonexistent/key.pem",
+            common::msg::CLIENT_KEY,
+        ),
+    ];
+    for (user, file, field) in cases {
+        let kc = user_kubeconfig(dir.path(), "https://127.0.0.1:1", user);
+        let want = format!(
+            "error: cannot read {file}{field}\"u\" in the kubeconfig {kc}: No such file or directory (os error 2)\n"
+        );
+        for args in [
+            vec!["--kubeconfig", &kc, "--check-config"],
+            vec!["--kubeconfig", &kc, "--once"],
+            vec!["status", "--kubeconfig", &kc],
+        ] {
+            let (code, _, stderr) = run_to_end(&args, LIMIT).await;
+            assert_eq!(code, 2, "{args:?}: {stderr}");
+            assert!(
+                stderr.ends_with(&want),
+                "{args:?}: wanted {want:?}, got {stderr}"
+            );
+            assert!(
+                !stderr.contains("certificate-authority") && !stderr.contains("'\""),
+                "{stderr}"
+            );
+        }
+    }
+}
+
+/// A server that accepts connections and never answers.
+async fn silent_server() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    (format!("http://{addr}"), task)
+}
+
+#[tokio::test]
+async fn start_up_failures_give_the_last_error_or_say_nothing_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (silent, _task) = silent_server().await;
+    let kc = kubeconfig(dir.path(), "silent", &silent);
+    let want = format!(
+        "error: {}{silent}/ within 1.5s (GET /version): {}1.5s\n",
+        common::msg::UNREACHABLE,
+        common::msg::NO_ANSWER
+    );
+    for (args, code) in [
+        (
+            vec!["--kubeconfig", &kc, "--once", "--timeout", "1500ms"],
+            1,
+        ),
+        (
+            vec!["status", "--kubeconfig", &kc, "--timeout", "1500ms"],
+            2,
+        ),
+    ] {
+        let (got, _, stderr) = run_to_end(&args, LIMIT).await;
+        assert_eq!(got, code, "{args:?}: {stderr}");
+        assert!(
+            stderr.ends_with(&want),
+            "{args:?}: wanted {want:?}: {stderr}"
+        );
+    }
+    // --timeout 0s: one attempt, its own error.
+    let (got, _, stderr) = run_to_end(
+        &[
+            "status",
+            "--kubeconfig",
+            &kc,
+            "--timeout",
+            "0s",
+            "--request-timeout",
+            "1s",
+        ],
+        LIMIT,
+    )
+    .await;
+    assert_eq!(got, 2, "{stderr}");
+    assert!(
+        stderr.contains(common::msg::TRIED_ONCE)
+            && stderr.contains("no answer within 1s (--request-timeout)"),
+        "{stderr}"
+    );
+
+    // A server that answers 503: the last error, its code, reason and message as fields
+    // of the WARN lines, and no Rust debug text anywhere.
+    let busy = fixed_server(
+        "503 Service Unavailable",
+        "application/json",
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server is restarting","reason":"ServiceUnavailable","code":503}"#,
+    )
+    .await;
+    let kc = kubeconfig(dir.path(), "busy", &busy);
+    let (got, _, stderr) =
+        run_to_end(&["--kubeconfig", &kc, "--once", "--timeout", "2s"], LIMIT).await;
+    assert_eq!(got, 1, "{stderr}");
+    assert!(
+        stderr.ends_with(&format!(
+            "{}{busy}/ within 2s (GET /version): 503 ServiceUnavailable: the server is restarting\n",
+            common::msg::UNREACHABLE
+        )),
+        "{stderr}"
+    );
+    let warn = stderr
+        .lines()
+        .find(|l| l.contains(common::msg::NOT_REACHABLE_YET))
+        .unwrap_or_else(|| panic!("no retry line: {stderr}"));
+    assert!(
+        warn.contains("WARN") && warn.contains(common::msg::STATUS_FIELDS),
+        "{warn}"
+    );
+    assert!(
+        !stderr.contains("Status {") && !stderr.contains("Some("),
+        "debug text: {stderr}"
+    );
+
+    // An error answer with no body at all.
+    let empty = fixed_server("404 Not Found", "text/plain", "").await;
+    let kc = kubeconfig(dir.path(), "empty", &empty);
+    let (got, _, stderr) = run_to_end(&["--kubeconfig", &kc, "--once"], LIMIT).await;
+    assert_eq!(got, 2, "{stderr}");
+    assert!(
+        stderr.ends_with(&format!(
+            "error: GET /version: {empty}/ {}: it answered 404 {}\n",
+            common::msg::NOT_KUBERNETES,
+            common::msg::EMPTY_BODY
+        )),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_zero_timeout_tries_once_against_a_healthy_server() {
+    let bed = common::Bed::modern().await;
+    let kc = bed.kubeconfig.display().to_string();
+    for args in [
+        vec!["status", "--kubeconfig", &kc, "--timeout", "0s"],
+        vec!["--kubeconfig", &kc, "--once", "--timeout", "0s"],
+    ] {
+        // Several times: a zero deadline used to race the first answer.
+        for _ in 0..5 {
+            let (code, _, stderr) = run_to_end(&args, LIMIT).await;
+            assert_eq!(code, 0, "{args:?}: {stderr}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn booleans_and_bad_values_from_the_environment() {
+    let bed = common::Bed::modern().await;
+    let kc = bed.kubeconfig.display().to_string();
+    bed.double
+        .create(
+            "pods",
+            "default",
+            common::gated_pod("p", true, &["example.com/g"]),
+        )
+        .unwrap();
+    let args = ["--kubeconfig", kc.as_str(), "--admin-addr", "127.0.0.1:0"];
+    for (once, dry) in [("1", "YES"), ("true", "1"), ("Yes", "True")] {
+        let env = [("METAINIT_ONCE", once), ("METAINIT_DRY_RUN", dry)];
+        let (code, out, err) = run_to_end_env(&args, &env, LIMIT).await;
+        assert_eq!(code, 0, "{env:?}: {err}");
+        assert!(out.contains("would clear 1,"), "{env:?}: {out}");
+    }
+    assert!(!common::gates(&bed.double.get("pods", "default", "p").unwrap()).is_empty());
+    let env = [("METAINIT_ONCE", "yes"), ("METAINIT_DRY_RUN", "no")];
+    let (code, out, err) = run_to_end_env(&args, &env, LIMIT).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("cleared 1,"), "{out}");
+
+    for (var, value, rule) in [
+        ("METAINIT_DRY_RUN", "maybe", common::msg::BOOLEAN_RULE),
+        ("METAINIT_ONCE", "on-ish", common::msg::BOOLEAN_RULE),
+        ("METAINIT_TIMEOUT", "10x", "a duration is"),
+        (
+            "METAINIT_MODE",
+            "sideways",
+            "possible values: auto, initializers, scheduling-gates",
+        ),
+        ("METAINIT_RESOURCE", "pods,Pods", "a resource is"),
+    ] {
+        let (code, _, err) = run_to_end_env(&args, &[(var, value)], LIMIT).await;
+        assert_eq!(code, 2, "{var}={value}: {err}");
+        let flag = var
+            .trim_start_matches("METAINIT_")
+            .to_ascii_lowercase()
+            .replace('_', "-");
+        let bad = if value == "pods,Pods" { "Pods" } else { value };
+        assert!(
+            err.starts_with(&format!(
+                "error: invalid value '{bad}' {}{} (read as --{flag}): {rule}",
+                common::msg::ENV_VALUE,
+                var.trim_start_matches("METAINIT_")
+            )),
+            "{var}={value}: {err}"
+        );
+    }
+    // A value typed on the command line is still reported under its flag.
+    let (code, _, err) =
+        run_to_end_env(&["--timeout", "10x"], &[("METAINIT_TIMEOUT", "10x")], LIMIT).await;
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("error: invalid value '10x' for '--timeout"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn admin_addr_takes_localhost_and_says_what_form_it_expects() {
+    let bed = common::Bed::modern().await;
+    let kc = bed.kubeconfig.display().to_string();
+    let m = common::Metainit::spawn(&[
+        "--kubeconfig".into(),
+        kc.clone(),
+        "--admin-addr".into(),
+        "localhost:0".into(),
+    ]);
+    let addr = m.admin_addr().await;
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    assert_eq!(common::admin_get(&addr, "/healthz").await.0, 200);
+    assert!(m.stop().await.success());
+    for bad in ["localhost", "example.com:80", "127.0.0.1:99999"] {
+        let (code, _, err) = run_to_end(
+            &["--kubeconfig", &kc, "--admin-addr", bad, "--check-config"],
+            LIMIT,
+        )
+        .await;
+        assert_eq!(code, 2, "{bad}: {err}");
+        assert!(
+            err.starts_with(&format!(
+                "error: invalid value '{bad}' for '--admin-addr <ADDR>': {}",
+                common::msg::ADMIN_ADDR_RULE
+            )),
+            "{err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn node_name_falls_back_and_refuses_an_invalid_one() {
+    let bed = common::Bed::modern().await;
+    let kc = bed.kubeconfig.display().to_string();
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_ascii_lowercase();
+    for (i, (env, want)) in [(Some("cp-9"), "cp-9"), (None, hostname.as_str())]
+        .into_iter()
+        .enumerate()
+    {
+        let name = format!("p{i}");
+        bed.double
+            .create(
+                "pods",
+                "default",
+                common::gated_pod(&name, true, &["example.com/g"]),
+            )
+            .unwrap();
+        let env: Vec<(&str, &str)> = env.map(|e| ("NODE_NAME", e)).into_iter().collect();
+        let (code, _, err) = run_to_end_env(
+            &["--kubeconfig", &kc, "--once", "--node-name", ""],
+            &env,
+            LIMIT,
+        )
+        .await;
+        assert_eq!(code, 0, "{err}");
+        let events = bed.double.events();
+        let event = events
+            .iter()
+            .find(|e| e["involvedObject"]["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("no Event for {name}: {events:#?}"));
+        assert_eq!(event["reportingInstance"], want, "{env:?}");
+    }
+    let (code, _, err) = run_to_end(
+        &[
+            "--kubeconfig",
+            &kc,
+            "--node-name",
+            "Bad_Name",
+            "--check-config",
+        ],
+        LIMIT,
+    )
+    .await;
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with(&format!(
+            "error: invalid value 'Bad_Name' for '--node-name <NAME>': {}",
+            common::msg::NODE_NAME_RULE
+        )),
+        "{err}"
+    );
+    let (code, _, err) = run_to_end_env(
+        &["--kubeconfig", &kc, "--check-config"],
+        &[("NODE_NAME", "Bad_Name")],
+        LIMIT,
+    )
+    .await;
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with(&format!(
+            "error: invalid node name 'Bad_Name' {}: {}",
+            common::msg::NODE_NAME_ENV,
+            common::msg::NODE_NAME_RULE
+        )),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn status_takes_the_positional_label_key() {
+    let bed = common::Bed::modern().await;
+    let kc = bed.kubeconfig.display().to_string();
+    let mut p = common::gated_pod("p", false, &["example.com/g"]);
+    p["metadata"]["labels"]["example.com/mine"] = "x".into();
+    bed.double.create("pods", "default", p).unwrap();
+    let labelled = |out: &str| {
+        let report: serde_json::Value = serde_json::from_str(out).expect("json");
+        (
+            report["labelKey"].clone(),
+            report["items"][0]["labelled"].clone(),
+        )
+    };
+    let (code, out, err) = run_to_end(
+        &[
+            "status",
+            "example.com/mine",
+            "--kubeconfig",
+            &kc,
+            "-o",
+            "json",
+        ],
+        LIMIT,
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(labelled(&out), ("example.com/mine".into(), true.into()));
+    let (code, out, _) = run_to_end(&["status", "--kubeconfig", &kc, "-o", "json"], LIMIT).await;
+    assert_eq!(code, 0);
+    assert_eq!(labelled(&out), (common::LABEL.into(), false.into()));
+    expect(
+        &[
+            "status",
+            "example.com/mine",
+            "--label-key",
+            "other",
+            "--kubeconfig",
+            &kc,
+        ],
+        2,
+        &[
+            common::msg::LABEL_KEY_TWICE,
+            "'example.com/mine'",
+            "'other'",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn with_json_logs_the_fatal_error_is_a_json_line() {
+    let check = |stderr: &str, message: &str| {
+        let last = stderr.lines().last().unwrap_or_default();
+        assert!(last.contains(common::msg::JSON_ERROR), "{stderr}");
+        let line: serde_json::Value =
+            serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {last}"));
+        assert_eq!(line["level"], "ERROR");
+        assert_eq!(line["exit_code"], 2);
+        assert!(line["timestamp"].is_string(), "{line}");
+        assert!(
+            line["message"].as_str().unwrap().starts_with(message),
+            "{line}"
+        );
+        assert!(
+            !stderr.contains("\nerror: ") && !stderr.starts_with("error: "),
+            "{stderr}"
+        );
+    };
+    for args in [
+        vec!["--log-format", "json", "--kubeconfig", "/nonexistent"],
+        vec![
+            "status",
+            "--log-format",
+            "json",
+            "--kubeconfig",
+            "/nonexistent",
+        ],
+    ] {
+        let (code, _, stderr) = run_to_end(&args, LIMIT).await;
+        assert_eq!(code, 2, "{stderr}");
+        check(
+            &stderr,
+            "cannot read the kubeconfig /nonexistent (from --kubeconfig)",
+        );
+    }
+    // Even a bad command line, when JSON logs are asked for.
+    let (code, _, stderr) =
+        run_to_end(&["--log-format=json", "--label-key", "bad key"], LIMIT).await;
+    assert_eq!(code, 2, "{stderr}");
+    check(&stderr, "invalid value 'bad key' for '--label-key <KEY>'");
+    let (code, _, stderr) = run_to_end_env(
+        &["--concurrency", "0"],
+        &[("METAINIT_LOG_FORMAT", "json")],
+        LIMIT,
+    )
+    .await;
+    assert_eq!(code, 2, "{stderr}");
+    check(&stderr, "invalid value '0' for '--concurrency <N>'");
+}
+
+#[tokio::test]
+async fn check_config_checks_every_rule_that_needs_no_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig(dir.path(), "kc", "http://127.0.0.1:1");
+    let run = [
+        "--kubeconfig",
+        kc.as_str(),
+        "--mode",
+        "scheduling-gates",
+        "--resource",
+        "deployments.apps",
+    ];
+    for check in [true, false] {
+        let mut args = run.to_vec();
+        if check {
+            args.push("--check-config");
+        }
+        let (code, out, err) = run_to_end(&args, LIMIT).await;
+        assert_eq!(code, 2, "{args:?}: {out} {err}");
+        assert_eq!(
+            err,
+            format!(
+                "error: --resource deployments.apps: {}\n",
+                common::msg::GATES_NEED_PODS
+            ),
+            "{args:?}"
+        );
+        assert!(!out.contains(common::msg::CONFIG_OK));
+    }
+    for args in [
+        vec![
+            "--kubeconfig",
+            &kc,
+            "--check-config",
+            "a",
+            "--label-key",
+            "b",
+        ],
+        vec![
+            "--kubeconfig",
+            &kc,
+            "--check-config",
+            "--resource",
+            "pods,pods",
+        ],
+    ] {
+        let (code, out, err) = run_to_end(&args, LIMIT).await;
+        assert_eq!(code, 2, "{args:?}: {out} {err}");
+    }
+    let (code, out, _) = run_to_end_env(
+        &[
+            "--kubeconfig",
+            &kc,
+            "--check-config",
+            "--mode",
+            "scheduling-gates",
+        ],
+        &[("NODE_NAME", "cp-1")],
+        LIMIT,
+    )
+    .await;
+    assert_eq!((code, out.as_str()), (0, "configuration OK\n"));
+}
+
+#[tokio::test]
+async fn kubeconfig_variable_skips_missing_files_as_kubectl_does() {
+    let bed = common::Bed::modern().await;
+    bed.double
+        .create(
+            "pods",
+            "default",
+            common::gated_pod("p", true, &["example.com/g"]),
+        )
+        .unwrap();
+    let list = format!("/nonexistent/config:{}", bed.kubeconfig.display());
+    let (code, out, err) =
+        run_to_end_env(&["--once"], &[("KUBECONFIG", list.as_str())], LIMIT).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("cleared 1,"), "{out}");
+    assert!(common::gates(&bed.double.get("pods", "default", "p").unwrap()).is_empty());
+}
+#[test]
+fn the_troubleshooting_guide_has_every_message_the_tests_assert() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/troubleshooting.md");
+    let doc = std::fs::read_to_string(path).expect("docs/troubleshooting.md");
+    let missing: Vec<&&str> = common::msg::ALL
+        .iter()
+        .filter(|m| !doc.contains(**m))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in docs/troubleshooting.md: {missing:#?}"
+    );
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    assert!(
+        readme.contains("docs/troubleshooting.md"),
+        "the README links the guide"
+    );
+}
+
 /// The commit build.rs should have recorded: METAINIT_REVISION when the build was given
 /// one, else this checkout's HEAD, else "unknown" (no git, or not a checkout).
 fn expected_commit() -> String {

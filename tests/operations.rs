@@ -64,8 +64,9 @@ async fn readyz_follows_the_api_server() {
     })
     .await;
     let (_, text) = admin_get(&addr, "/metrics").await;
+    // Every cause is there from the start at 0: the outage must have counted one.
     assert!(
-        text.contains("metainit_watch_restarts_total{cause="),
+        metric_sum(&text, "metainit_watch_restarts_total{cause=") >= 1.0,
         "{text}"
     );
     assert!(m.stop().await.success());
@@ -353,5 +354,328 @@ async fn once_waits_for_every_event() {
         bed.double.events().len(),
         60,
         "one Event per cleared pod, all written before exit"
+    );
+}
+
+#[tokio::test]
+async fn labelled_counters_are_there_at_zero_from_the_start() {
+    let bed = Bed::modern().await;
+    let m = bed.metainit(&[]);
+    let addr = m.admin_addr().await;
+    wait_status(&addr, "/readyz", 200).await;
+    let (_, text) = admin_get(&addr, "/metrics").await;
+    let mut want: Vec<String> = [
+        "race",
+        "rejected",
+        "forbidden",
+        "unauthorized",
+        "throttled",
+        "server_error",
+        "timeout",
+        "unreachable",
+    ]
+    .iter()
+    .map(|r| format!("metainit_clear_failures_total{{reason=\"{r}\"}} 0"))
+    .collect();
+    want.extend(
+        [
+            "list_failed",
+            "watch_start_failed",
+            "expired",
+            "watch_error",
+            "stream_failed",
+            "no_resource_version",
+            "revision_backwards",
+        ]
+        .iter()
+        .map(|c| format!("metainit_watch_restarts_total{{cause=\"{c}\"}} 0")),
+    );
+    want.push(
+        "metainit_objects_cleared_total{mode=\"scheduling-gates\",resource=\"pods\"} 0".into(),
+    );
+    want.extend(
+        [
+            common::msg::FAILURES_AT_ZERO,
+            common::msg::RESTARTS_AT_ZERO,
+            common::msg::CLEARED_AT_ZERO,
+        ]
+        .map(String::from),
+    );
+    for line in &want {
+        assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+    }
+    assert!(m.stop().await.success());
+}
+
+/// The metainit process's own log, without kube's debug dumps: a watch stream that the
+/// server cuts is resumed without a `Custom { kind: UnexpectedEof, … }` line.
+#[tokio::test]
+async fn a_cut_watch_leaves_no_debug_dump_in_the_log() {
+    let bed = Bed::modern().await;
+    bed.double.set_faults(Faults {
+        cut_watch_after: Some(1),
+        ..Faults::default()
+    });
+    let m = bed.metainit(&[]);
+    let addr = m.admin_addr().await;
+    wait_status(&addr, "/readyz", 200).await;
+    for i in 0..3 {
+        bed.double
+            .create(
+                "pods",
+                "default",
+                gated_pod(&format!("p{i}"), true, &[KUEUE]),
+            )
+            .unwrap();
+        eventually("cleared", WAIT, || {
+            gates(&bed.double.get("pods", "default", &format!("p{i}")).unwrap()).is_empty()
+        })
+        .await;
+    }
+    let watches = || {
+        bed.double
+            .requests()
+            .iter()
+            .filter(|r| r.path_and_query.contains("watch=true"))
+            .count()
+    };
+    eventually("the watch cut and resumed", WAIT, || watches() >= 3).await;
+    let log = m.log();
+    assert!(
+        !log.iter()
+            .any(|l| l.contains("Custom {") || l.contains("Status {") || l.contains("eof in poll")),
+        "{log:#?}"
+    );
+    assert!(m.stop().await.success());
+}
+
+#[tokio::test]
+async fn status_max_age_names_the_objects_held_too_long() {
+    let bed = Bed::modern().await;
+    bed.double
+        .create(
+            "pods",
+            "default",
+            gated_pod("old", true, &["example.com/g"]),
+        )
+        .unwrap();
+    let kc = bed.kubeconfig.display().to_string();
+    let args = ["status", "--kubeconfig", &kc, "--max-age", "1s"];
+    let start = std::time::Instant::now();
+    let (out, err) = loop {
+        let (code, out, err) = run_to_end(&args, WAIT).await;
+        if code == 1 {
+            break (out, err);
+        }
+        assert_eq!(code, 0, "{err}");
+        assert!(start.elapsed() < WAIT, "never over 1s: {out}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(out.contains("default/old"), "the table is printed: {out}");
+    let prefix = format!("error: 1 {} 1s: Pod default/old (", common::msg::MAX_AGE);
+    assert!(
+        err.starts_with(&prefix) && err.ends_with("s by example.com/g)\n"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn once_warns_about_an_only_name_pending_on_no_labelled_object() {
+    let bed = Bed::modern().await;
+    for i in 0..3 {
+        bed.double
+            .create(
+                "pods",
+                "default",
+                gated_pod(&format!("p{i}"), true, &[KUEUE]),
+            )
+            .unwrap();
+    }
+    let mut m = bed.metainit(&["--once", "--only", "nonexistent.example.com"]);
+    assert_eq!(m.wait(WAIT).await.code(), Some(0), "{:#?}", m.log());
+    assert!(m.out().contains("left alone 3,"), "{}", m.out());
+    let warning = format!(
+        "--only nonexistent.example.com {}",
+        common::msg::ONLY_UNUSED
+    );
+    let line = m
+        .log()
+        .into_iter()
+        .find(|l| l.contains(&warning))
+        .unwrap_or_else(|| panic!("no warning: {:#?}", m.log()));
+    assert!(
+        line.contains("WARN") && line.contains("pending=kueue.x-k8s.io/admission"),
+        "{line}"
+    );
+    // A name that is pending is not warned about.
+    let mut m = bed.metainit(&["--once", "--only", KUEUE]);
+    assert_eq!(m.wait(WAIT).await.code(), Some(0), "{:#?}", m.log());
+    assert!(m.out().contains("cleared 3,"), "{}", m.out());
+    assert!(!m.log().iter().any(|l| l.contains(common::msg::ONLY_UNUSED)));
+}
+
+/// Waits until `n` log lines contain `what`.
+async fn logged(m: &Metainit, what: &str, n: usize) {
+    eventually(what, WAIT, || {
+        m.log().iter().filter(|l| l.contains(what)).count() >= n
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sigterm_during_once_finishes_what_is_in_flight_and_says_what_was_not_done() {
+    // All in flight: finished, exit 0.
+    let bed = Bed::modern().await;
+    for i in 0..2 {
+        bed.double
+            .create(
+                "pods",
+                "default",
+                gated_pod(&format!("a{i}"), true, &[KUEUE]),
+            )
+            .unwrap();
+    }
+    bed.double.set_faults(Faults {
+        latency: Duration::from_millis(1500),
+        ..Faults::default()
+    });
+    let mut m = bed.metainit(&["--once", "--concurrency", "2"]);
+    logged(&m, "patching", 2).await;
+    m.signal("TERM");
+    assert_eq!(m.wait(WAIT).await.code(), Some(0), "{:#?}", m.log());
+    assert!(m.out().starts_with("cleared 2,"), "{}", m.out());
+    assert!(m.log().iter().any(|l| l.contains(common::msg::ONCE_SIGNAL)));
+
+    // More than the concurrency: the ones not started are not tried, exit 1.
+    let bed = Bed::modern().await;
+    for i in 0..4 {
+        bed.double
+            .create(
+                "pods",
+                "default",
+                gated_pod(&format!("b{i}"), true, &[KUEUE]),
+            )
+            .unwrap();
+    }
+    bed.double.set_faults(Faults {
+        latency: Duration::from_millis(1500),
+        ..Faults::default()
+    });
+    let mut m = bed.metainit(&["--once", "--concurrency", "2"]);
+    logged(&m, "patching", 2).await;
+    m.signal("TERM");
+    assert_eq!(m.wait(WAIT).await.code(), Some(1), "{:#?}", m.log());
+    assert!(
+        m.out().starts_with("cleared 2,")
+            && m.out().ends_with(&format!(
+                "failed 0, not tried 2 ({} them)",
+                common::msg::INTERRUPTED
+            )),
+        "{}",
+        m.out()
+    );
+
+    // An object waiting to be retried is not waited for: exit 1 at once, naming it.
+    let bed = Bed::modern().await;
+    bed.double.set_faults(Faults {
+        reject_writes: Some(kube_double::Rejection {
+            name_prefix: "stuck".into(),
+            code: 422,
+            message: "no".into(),
+        }),
+        ..Faults::default()
+    });
+    bed.double
+        .create("pods", "default", gated_pod("stuck", true, &[KUEUE]))
+        .unwrap();
+    let mut m = bed.metainit(&["--once", "--timeout", "60s"]);
+    logged(&m, common::msg::RETRYING, 2).await;
+    let signalled = std::time::Instant::now();
+    m.signal("TERM");
+    assert_eq!(m.wait(WAIT).await.code(), Some(1), "{:#?}", m.log());
+    assert!(signalled.elapsed() < Duration::from_secs(10));
+    assert!(m.out().ends_with("failed 1"), "{}", m.out());
+    assert!(
+        m.log()
+            .iter()
+            .any(|l| l.contains(common::msg::COULD_NOT_CLEAR) && l.contains("default/stuck")),
+        "{:#?}",
+        m.log()
+    );
+}
+
+#[tokio::test]
+async fn sigterm_before_the_server_answers_ends_once_and_status_with_a_message() {
+    let bed = Bed::modern().await;
+    bed.double.set_faults(Faults {
+        error_fraction: 1.0,
+        error_codes: vec![503],
+        ..Faults::default()
+    });
+    let kc = bed.kubeconfig.display().to_string();
+    for (args, said) in [
+        (
+            vec!["--kubeconfig".to_string(), kc.clone(), "--once".into()],
+            format!(
+                "{} the server answered: nothing was cleared",
+                common::msg::INTERRUPTED
+            ),
+        ),
+        (
+            vec!["status".to_string(), "--kubeconfig".into(), kc.clone()],
+            format!(
+                "error: {} before every object was listed: nothing printed",
+                common::msg::STATUS_SIGNAL
+            ),
+        ),
+    ] {
+        let mut m = Metainit::spawn(&args);
+        logged(&m, common::msg::NOT_REACHABLE_YET, 1).await;
+        m.signal("TERM");
+        assert_eq!(
+            m.wait(WAIT).await.code(),
+            Some(1),
+            "{args:?}: {:#?}",
+            m.log()
+        );
+        assert!(
+            m.log().iter().any(|l| l.contains(&said)),
+            "{args:?}: {said:?} not in {:#?}",
+            m.log()
+        );
+    }
+}
+
+#[tokio::test]
+async fn once_retries_for_the_whole_timeout_budget() {
+    let bed = Bed::modern().await;
+    bed.double.set_faults(Faults {
+        reject_writes: Some(kube_double::Rejection {
+            name_prefix: "stuck".into(),
+            code: 422,
+            message: "no".into(),
+        }),
+        ..Faults::default()
+    });
+    bed.double
+        .create("pods", "default", gated_pod("stuck", true, &[KUEUE]))
+        .unwrap();
+    let mut m = bed.metainit(&["--once", "--timeout", "4s"]);
+    assert_eq!(m.wait(WAIT).await.code(), Some(1), "{:#?}", m.log());
+    let patches: Vec<std::time::SystemTime> = bed
+        .double
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .map(|r| r.at)
+        .collect();
+    let (first, last) = (patches[0], patches[patches.len() - 1]);
+    let spread = last.duration_since(first).unwrap();
+    // 100 ms doubling: stopping when the next wait would overrun ends near 3.1 s; using
+    // the budget to its end tries a last time near 4 s.
+    assert!(
+        spread >= Duration::from_millis(3600) && spread <= Duration::from_millis(4500),
+        "PATCHes from first to last: {spread:?} ({} of them)",
+        patches.len()
     );
 }

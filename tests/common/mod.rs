@@ -303,9 +303,10 @@ pub async fn run_to_end_env(
         limit,
         Command::new(env!("CARGO_BIN_EXE_metainit"))
             .args(args)
-            .envs(env.iter().copied())
             .env_remove("KUBECONFIG")
+            .env_remove("NODE_NAME")
             .env("HOME", "/nonexistent")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .output(),
@@ -349,4 +350,74 @@ pub async fn admin_get(addr: &str, path: &str) -> (u16, String) {
 pub fn client(bed: &Bed) -> kube::Client {
     let url: http::Uri = bed.double.url().parse().expect("url");
     kube::Client::try_from(kube::Config::new(url)).expect("client")
+}
+
+/// What the operator reads, as the tests assert it: every one of these is in
+/// docs/troubleshooting.md (`tests/cli.rs` checks), so the doc says what the program
+/// really prints.
+pub mod msg {
+    pub const TOKEN_FILE: &str = ", the tokenFile of user ";
+    pub const CLIENT_CERT: &str = ", the client-certificate of user ";
+    pub const CLIENT_KEY: &str = ", the client-key of user ";
+    pub const UNREACHABLE: &str = "could not reach the API server at ";
+    pub const NO_ANSWER: &str = "no answer within ";
+    pub const TRIED_ONCE: &str = "tried once as --timeout is 0s";
+    pub const NOT_REACHABLE_YET: &str = "API server not reachable yet, retrying";
+    pub const EMPTY_BODY: &str = "with an empty body, not a Status";
+    pub const NOT_KUBERNETES: &str = "does not look like a Kubernetes API server";
+    pub const ENV_VALUE: &str = "in the environment variable METAINIT_";
+    pub const BOOLEAN_RULE: &str = "a boolean is 1, 0, true, false, yes or no (any case)";
+    pub const ADMIN_ADDR_RULE: &str = "an address is IP:PORT, [IPv6]:PORT or localhost:PORT";
+    pub const NODE_NAME_RULE: &str = "a node name is a DNS-1123 subdomain";
+    pub const NODE_NAME_ENV: &str = "from NODE_NAME";
+    pub const GATES_NEED_PODS: &str =
+        "scheduling gates exist only on pods; in scheduling-gates mode the resource must be pods";
+    pub const LABEL_KEY_TWICE: &str = "the label key is given twice";
+    pub const JSON_ERROR: &str = r#""level":"ERROR""#;
+    pub const MAX_AGE: &str = "held back longer than --max-age";
+    pub const ONLY_UNUSED: &str = "is pending on no labelled object";
+    pub const ONCE_SIGNAL: &str = "signal received: starting no new object";
+    pub const INTERRUPTED: &str = "interrupted before";
+    pub const STATUS_SIGNAL: &str = "status interrupted by a signal";
+    pub const CONFIG_OK: &str = "configuration OK";
+    pub const STATUS_FIELDS: &str =
+        "status.code=503 status.reason=ServiceUnavailable status.message=the server is restarting";
+    pub const COULD_NOT_CLEAR: &str = "could not clear";
+    pub const RETRYING: &str = "cannot clear yet; retrying";
+    pub const FAILURES_AT_ZERO: &str = r#"metainit_clear_failures_total{reason="forbidden"} 0"#;
+    pub const RESTARTS_AT_ZERO: &str = r#"metainit_watch_restarts_total{cause="list_failed"} 0"#;
+    pub const CLEARED_AT_ZERO: &str =
+        r#"metainit_objects_cleared_total{mode="scheduling-gates",resource="pods"} 0"#;
+
+    pub const ALL: &[&str] = &[
+        TOKEN_FILE,
+        CLIENT_CERT,
+        CLIENT_KEY,
+        UNREACHABLE,
+        NO_ANSWER,
+        TRIED_ONCE,
+        NOT_REACHABLE_YET,
+        EMPTY_BODY,
+        NOT_KUBERNETES,
+        ENV_VALUE,
+        BOOLEAN_RULE,
+        ADMIN_ADDR_RULE,
+        NODE_NAME_RULE,
+        NODE_NAME_ENV,
+        GATES_NEED_PODS,
+        LABEL_KEY_TWICE,
+        JSON_ERROR,
+        MAX_AGE,
+        ONLY_UNUSED,
+        ONCE_SIGNAL,
+        INTERRUPTED,
+        STATUS_SIGNAL,
+        CONFIG_OK,
+        STATUS_FIELDS,
+        COULD_NOT_CLEAR,
+        RETRYING,
+        FAILURES_AT_ZERO,
+        RESTARTS_AT_ZERO,
+        CLEARED_AT_ZERO,
+    ];
 }
