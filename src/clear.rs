@@ -144,14 +144,14 @@ impl Clearer {
         let hint = policy.hint;
         let kind = &self.target.resource.kind;
         macro_rules! line {
-            ($lvl:ident) => {
-                tracing::$lvl!(kind = %kind, object = %key, %error, failures, retry_in = ?retry_in, hint, "cannot clear yet; retrying")
+            ($lvl:ident, $wait:expr) => {
+                tracing::$lvl!(kind = %kind, object = %key, %error, failures, retry_in = ?$wait, hint, "cannot clear yet; retrying")
             };
         }
         match (level, retry_in) {
-            (Level::WARN | Level::ERROR, Some(_)) => line!(warn),
-            (Level::INFO, Some(_)) => line!(info),
-            (_, Some(_)) => line!(debug),
+            (Level::WARN | Level::ERROR, Some(wait)) => line!(warn, wait),
+            (Level::INFO, Some(wait)) => line!(info, wait),
+            (_, Some(wait)) => line!(debug, wait),
             (_, None) => {
                 tracing::error!(kind = %kind, object = %key, %error, failures, hint, "could not clear")
             }
