@@ -14,7 +14,7 @@ use crate::{
     cli::{ModeArg, ResourceSpec},
     client::{chain, is_tls_failure, is_transient},
     failure::describe,
-    object::Held,
+    object::{Held, Kind},
 };
 
 /// The retry schedule for start-up requests: kube-runtime's watcher default
@@ -233,7 +233,7 @@ pub async fn choose_mode(
 /// A resource found on the server.
 #[derive(Clone, Debug)]
 pub struct Target {
-    pub resource: ApiResource,
+    pub resource: Kind,
     pub namespaced: bool,
     /// How the user named it, for logs and metrics.
     pub name: String,
@@ -323,13 +323,13 @@ pub async fn resolve(
         None => (String::new(), group_version.clone()),
     };
     Ok(Target {
-        resource: ApiResource {
+        resource: Kind::from(ApiResource {
             group,
             version,
             api_version: group_version.clone(),
             kind: r.kind,
             plural: r.name,
-        },
+        }),
         namespaced: r.namespaced,
         name: spec.to_string(),
     })

@@ -3,7 +3,13 @@
 //! drop), and the two pod fields the gates mode needs. Everything else in a list or watch
 //! response is skipped while parsing, so a pod costs a few hundred bytes here.
 
-use std::{borrow::Cow, collections::BTreeMap};
+use std::{
+    borrow::Cow,
+    collections::BTreeMap,
+    hash::{Hash, Hasher},
+    ops::Deref,
+    sync::Arc,
+};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::{
@@ -191,27 +197,62 @@ fn parse(raw: Option<&RawValue>) -> Option<Value> {
     serde_json::from_str(raw?.get()).ok()
 }
 
+/// The resource a `Held` belongs to: the reflector's store and the work queue key every
+/// object by it (`ObjectRef::dyntype`), hash it on every lookup and clone it with every key.
+/// An `ApiResource` is five strings to clone and hash each time; this is one pointer,
+/// hashed by its plural (all keys of a store share one resource).
+#[derive(Clone, Debug)]
+pub struct Kind(Arc<ApiResource>);
+
+impl From<ApiResource> for Kind {
+    fn from(r: ApiResource) -> Kind {
+        Kind(Arc::new(r))
+    }
+}
+
+impl Deref for Kind {
+    type Target = ApiResource;
+    fn deref(&self) -> &ApiResource {
+        &self.0
+    }
+}
+
+impl PartialEq for Kind {
+    fn eq(&self, other: &Kind) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
+    }
+}
+
+impl Eq for Kind {}
+
+impl Hash for Kind {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // Equal kinds have equal plurals: consistent with `eq`.
+        self.0.plural.hash(state);
+    }
+}
+
 impl Resource for Held {
-    type DynamicType = ApiResource;
+    type DynamicType = Kind;
     type Scope = DynamicResourceScope;
 
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
+    fn group(dt: &Kind) -> Cow<'_, str> {
         dt.group.as_str().into()
     }
 
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
+    fn version(dt: &Kind) -> Cow<'_, str> {
         dt.version.as_str().into()
     }
 
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+    fn kind(dt: &Kind) -> Cow<'_, str> {
         dt.kind.as_str().into()
     }
 
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+    fn api_version(dt: &Kind) -> Cow<'_, str> {
         dt.api_version.as_str().into()
     }
 
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+    fn plural(dt: &Kind) -> Cow<'_, str> {
         dt.plural.as_str().into()
     }
 

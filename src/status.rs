@@ -19,7 +19,7 @@ use crate::{
     blocker::Mode,
     cli::{Output, StatusArgs},
     discovery::{self, Target},
-    object::Held,
+    object::{Held, Kind},
 };
 
 /// One held object.
@@ -245,13 +245,13 @@ async fn every_listable_resource(
                 } else {
                     format!("{}.{group}", r.name)
                 },
-                resource: ApiResource {
+                resource: Kind::from(ApiResource {
                     group: group.clone(),
                     version: version.clone(),
                     api_version: gv.clone(),
                     kind: r.kind,
                     plural: r.name,
-                },
+                }),
                 namespaced: r.namespaced,
             });
         }

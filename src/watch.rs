@@ -33,7 +33,12 @@ use kube::{
 };
 use tracing::{info, warn};
 
-use crate::{admin::Health, failure::describe, metrics::Metrics, object::Held};
+use crate::{
+    admin::Health,
+    failure::describe,
+    metrics::Metrics,
+    object::{Held, Kind},
+};
 
 /// One watched resource.
 pub struct Watch {
@@ -93,11 +98,12 @@ struct State {
     index: usize,
     writer: Writer<Held>,
     store: Store<Held>,
-    dyntype: kube::core::ApiResource,
+    dyntype: Kind,
     /// Objects of a list just completed, still to hand to the queue.
     replay: Vec<Arc<Held>>,
     inner: BoxStream<'static, watcher::Result<watcher::Event<Held>>>,
-    next_resync: tokio::time::Instant,
+    /// When to list everything again; one timer for the watch's life, not one per event.
+    resync_at: std::pin::Pin<Box<tokio::time::Sleep>>,
     /// The highest resourceVersion seen, to notice the server's going backwards.
     highest: u64,
     listed: usize,
@@ -111,7 +117,7 @@ impl Watch {
     pub fn stream(
         self,
         writer: Writer<Held>,
-        dyntype: kube::core::ApiResource,
+        dyntype: Kind,
     ) -> impl Stream<Item = ObjectRef<Held>> + Send + 'static {
         let index = self
             .health
@@ -121,7 +127,7 @@ impl Watch {
             dyntype,
             replay: Vec::new(),
             inner: start(&self),
-            next_resync: tokio::time::Instant::now() + self.resync,
+            resync_at: Box::pin(tokio::time::sleep(self.resync)),
             watch: self,
             index,
             writer,
@@ -150,18 +156,29 @@ fn version(obj: &Held) -> u64 {
         .unwrap_or(0)
 }
 
+/// The queue's key of an object: its names and the resource, without the uid and version
+/// `ObjectRef::from_obj` copies in (the store's lookups ignore them, and the queue clones a
+/// key a few times per object).
+fn queue_key(obj: &Held, kind: &Kind) -> ObjectRef<Held> {
+    let key = ObjectRef::new_with(obj.name(), kind.clone());
+    match obj.namespace() {
+        Some(ns) => key.within(ns),
+        None => key,
+    }
+}
+
 impl State {
     async fn next(&mut self) -> ObjectRef<Held> {
         loop {
             if let Some(obj) = self.replay.pop() {
                 if (self.watch.wanted)(&obj) {
-                    return ObjectRef::from_obj_with(&*obj, self.dyntype.clone());
+                    return queue_key(&obj, &self.dyntype);
                 }
                 continue;
             }
             let event = tokio::select! {
                 event = self.inner.next() => event,
-                _ = tokio::time::sleep_until(self.next_resync) => {
+                _ = self.resync_at.as_mut() => {
                     self.resync().await;
                     continue;
                 }
@@ -173,7 +190,7 @@ impl State {
                     if let Some(obj) = self.apply(event)
                         && (self.watch.wanted)(&obj)
                     {
-                        return ObjectRef::from_obj_with(&obj, self.dyntype.clone());
+                        return queue_key(&obj, &self.dyntype);
                     }
                 }
                 Some(Err(e)) => self.failed(e),
@@ -242,7 +259,9 @@ impl State {
     /// Reads the server's revision, then lists everything again.
     async fn resync(&mut self) {
         let w = &self.watch;
-        self.next_resync = tokio::time::Instant::now() + w.resync;
+        self.resync_at
+            .as_mut()
+            .reset(tokio::time::Instant::now() + w.resync);
         let probe = ListParams::default().labels(&w.label_key).limit(1);
         if let Ok(list) = w.api.list(&probe).await
             && let Some(now) = list
@@ -259,5 +278,49 @@ impl State {
             self.highest = now;
         }
         self.inner = start(&self.watch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::ApiResource;
+    use serde_json::json;
+
+    fn pods() -> Kind {
+        Kind::from(ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            plural: "pods".into(),
+        })
+    }
+
+    #[test]
+    fn the_queue_key_finds_what_the_reflector_stored() {
+        // The store keys by `ObjectRef::from_obj` (uid and version in `extra`), under its
+        // own copy of the resource; the queue's key has neither.
+        let mut writer = Writer::new(pods());
+        let store = writer.as_reader();
+        let obj = crate::object::held(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7"}
+        }));
+        writer.apply_watcher_event(&watcher::Event::Apply(obj.clone()));
+        let found = store
+            .get(&queue_key(&obj, &pods()))
+            .expect("found by the queue's key");
+        assert_eq!(found.uid(), Some("u"));
+        let other = crate::object::held(json!({"metadata": {"name": "p", "namespace": "other"}}));
+        assert!(
+            store.get(&queue_key(&other, &pods())).is_none(),
+            "namespaces differ"
+        );
+        let mut nodes = (*pods()).clone();
+        nodes.plural = "nodes".into();
+        assert!(
+            store.get(&queue_key(&obj, &Kind::from(nodes))).is_none(),
+            "resources differ"
+        );
     }
 }
