@@ -143,9 +143,14 @@ impl Clearer {
         let error = describe(&failure.error);
         let hint = policy.hint;
         let kind = &self.target.resource.kind;
+        // The server's Status as fields of their own, for log queries (`error` has it all).
+        let (code, reason) = match &failure.error {
+            kube::Error::Api(s) => (Some(s.code), Some(s.reason.as_str())),
+            _ => (None, None),
+        };
         macro_rules! line {
             ($lvl:ident, $wait:expr) => {
-                tracing::$lvl!(kind = %kind, object = %key, %error, failures, retry_in = ?$wait, hint, "cannot clear yet; retrying")
+                tracing::$lvl!(kind = %kind, object = %key, %error, status.code = code, status.reason = reason.map(tracing::field::display), failures, retry_in = ?$wait, hint, "cannot clear yet; retrying")
             };
         }
         match (level, retry_in) {
@@ -153,7 +158,7 @@ impl Clearer {
             (Level::INFO, Some(wait)) => line!(info, wait),
             (_, Some(wait)) => line!(debug, wait),
             (_, None) => {
-                tracing::error!(kind = %kind, object = %key, %error, failures, hint, "could not clear")
+                tracing::error!(kind = %kind, object = %key, %error, status.code = code, status.reason = reason.map(tracing::field::display), failures, hint, "could not clear")
             }
         }
     }

@@ -88,6 +88,17 @@ fn reason(e: &watcher::Error) -> String {
     format!("{what}: {status}{hint}")
 }
 
+/// The server's answer behind a failure, when it gave one.
+fn api_status(e: &watcher::Error) -> Option<&kube::core::Status> {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s),
+        watcher::Error::WatchError(s) => Some(s),
+        _ => None,
+    }
+}
+
 /// A watch start the watcher would retry from the same version, but which needs a relist.
 fn needs_relist(e: &watcher::Error) -> bool {
     matches!(e, watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 410 || s.code == 504)
@@ -250,7 +261,9 @@ impl State {
             return;
         }
         w.health.watch_failed(self.index, why.clone());
-        warn!(resource = %w.resource, error = %why, "watch failed; retrying with backoff");
+        let status = api_status(&e);
+        warn!(resource = %w.resource, error = %why, status.code = status.map(|s| s.code),
+              status.reason = status.map(|s| tracing::field::display(&s.reason)), "watch failed; retrying with backoff");
         if needs_relist(&e) {
             self.inner = start(&self.watch);
         }

@@ -178,6 +178,10 @@ async fn forbidden_until_rbac_lands_then_cleared_within_seconds() {
         })
         .await;
         assert!(warn.contains("default/p"), "{g:?}: {warn}");
+        assert!(
+            warn.contains("status.code=403 status.reason=Forbidden"),
+            "the server's Status as fields: {warn}"
+        );
         assert!(!g.blocked(&bed, "p").is_empty(), "{g:?}");
 
         let granted = std::time::Instant::now();
@@ -489,6 +493,11 @@ async fn readyz_follows_the_watch_with_the_real_reason() {
         let addr = m.admin_addr().await;
         let body = wait_readyz(&addr, 503, &["watch of pods failed", "403 Forbidden"]).await;
         assert!(body.contains("manifests/rbac.yaml"), "{body}");
+        let warn = wait_log(&m, "the watch's warning", |l| l.contains("watch failed")).await;
+        assert!(
+            warn.contains("WARN") && warn.contains("status.code=403 status.reason=Forbidden"),
+            "the server's Status as fields: {warn}"
+        );
         bed.double.set_tokens(tokens(g.all_perms()));
         wait_readyz(&addr, 200, &[]).await;
         eventually("cleared", WAIT, || g.blocked(&bed, "p").is_empty()).await;
