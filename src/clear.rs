@@ -12,7 +12,7 @@ use crate::{
     blocker::{Decision, Leave, Mode},
     discovery::Target,
     events,
-    failure::{Failure, describe},
+    failure::{Failure, describe, status_fields},
     metrics::Metrics,
     object::Held,
 };
@@ -143,11 +143,8 @@ impl Clearer {
         let error = describe(&failure.error);
         let hint = policy.hint;
         let kind = &self.target.resource.kind;
-        // The server's Status as fields of their own, for log queries (`error` has it all).
-        let (code, reason) = match &failure.error {
-            kube::Error::Api(s) => (Some(s.code), Some(s.reason.as_str())),
-            _ => (None, None),
-        };
+        // For log queries (`error` has it all).
+        let (code, reason) = status_fields(&failure.error);
         macro_rules! line {
             ($lvl:ident, $wait:expr) => {
                 tracing::$lvl!(kind = %kind, object = %key, %error, status.code = code, status.reason = reason.map(tracing::field::display), failures, retry_in = ?$wait, hint, "cannot clear yet; retrying")

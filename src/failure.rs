@@ -183,6 +183,20 @@ pub fn one_line(s: &str, n: usize) -> String {
     }
 }
 
+/// The server's answer behind an error, as log fields of their own: the HTTP code, and
+/// the Status's reason when the server sent a Status (for any other body kube makes one up,
+/// which is not the server's word).
+pub fn status_fields(e: &kube::Error) -> (Option<u16>, Option<&str>) {
+    match e {
+        kube::Error::Api(s) if s.reason == NOT_A_STATUS => (Some(s.code), None),
+        kube::Error::Api(s) => (
+            Some(s.code),
+            Some(s.reason.as_str()).filter(|r| !r.is_empty()),
+        ),
+        _ => (None, None),
+    }
+}
+
 /// One line for a log or a message: a Status as `CODE Reason: message`, anything else
 /// with its causes (kube's own text often hides them in a source).
 pub fn describe(e: &kube::Error) -> String {
@@ -327,6 +341,16 @@ mod tests {
         assert_eq!(
             describe(&not_a_status("<html>\n Bad Gateway </html>")),
             "502 with a body that is not a Status: <html> Bad Gateway </html>"
+        );
+        assert_eq!(status_fields(&e), (Some(403), Some("Forbidden")));
+        assert_eq!(
+            status_fields(&not_a_status("")),
+            (Some(502), None),
+            "kube's made-up reason is not the server's"
+        );
+        assert_eq!(
+            status_fields(&kube::Error::LinesCodecMaxLineLengthExceeded),
+            (None, None)
         );
     }
 }

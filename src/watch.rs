@@ -88,14 +88,14 @@ fn reason(e: &watcher::Error) -> String {
     format!("{what}: {status}{hint}")
 }
 
-/// The server's answer behind a failure, when it gave one.
-fn api_status(e: &watcher::Error) -> Option<&kube::core::Status> {
+/// The server's answer behind a failure, as log fields (see `failure::status_fields`).
+fn status_fields(e: &watcher::Error) -> (Option<u16>, Option<&str>) {
     match e {
-        watcher::Error::InitialListFailed(kube::Error::Api(s))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s),
-        watcher::Error::WatchError(s) => Some(s),
-        _ => None,
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => crate::failure::status_fields(e),
+        watcher::Error::WatchError(s) => (Some(s.code), Some(s.reason.as_str())),
+        watcher::Error::NoResourceVersion => (None, None),
     }
 }
 
@@ -261,9 +261,9 @@ impl State {
             return;
         }
         w.health.watch_failed(self.index, why.clone());
-        let status = api_status(&e);
-        warn!(resource = %w.resource, error = %why, status.code = status.map(|s| s.code),
-              status.reason = status.map(|s| tracing::field::display(&s.reason)), "watch failed; retrying with backoff");
+        let (code, reason) = status_fields(&e);
+        warn!(resource = %w.resource, error = %why, status.code = code,
+              status.reason = reason.map(tracing::field::display), "watch failed; retrying with backoff");
         if needs_relist(&e) {
             self.inner = start(&self.watch);
         }
@@ -301,13 +301,7 @@ mod tests {
     use serde_json::json;
 
     fn pods() -> Kind {
-        Kind::from(ApiResource {
-            group: String::new(),
-            version: "v1".into(),
-            api_version: "v1".into(),
-            kind: "Pod".into(),
-            plural: "pods".into(),
-        })
+        Kind::from(ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()))
     }
 
     #[test]
