@@ -2,6 +2,7 @@
 // validation both generations apply; shared by the HTTP routes and the library handle.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -13,7 +14,7 @@ use crate::modern;
 use crate::patch::{self, PatchType};
 use crate::resources::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
-use crate::state::{Shared, now_rfc3339};
+use crate::state::{Shared, format_time, now_rfc3339};
 use crate::status::{self, ApiError, Cause};
 
 /// Options of a LIST (or the filtering part of a WATCH).
@@ -96,8 +97,24 @@ pub fn create(
     shared: &Shared,
     res: &ResourceInfo,
     namespace: &str,
+    obj: Value,
+    caller: &Caller,
+) -> Result<Arc<Value>, ApiError> {
+    create_at(shared, res, namespace, obj, caller, None)
+}
+
+/// `create` with the server's clock read as `created` (`None`: now) for every time it
+/// stamps on the new object: `metadata.creationTimestamp` (set by
+/// `rest.FillObjectMetaSystemFields`, whatever the client sent) and, for a gated pod,
+/// the `PodScheduled` condition's `lastTransitionTime`. Stored in one write: one ADDED
+/// event, one resourceVersion.
+pub fn create_at(
+    shared: &Shared,
+    res: &ResourceInfo,
+    namespace: &str,
     mut obj: Value,
     caller: &Caller,
+    created: Option<SystemTime>,
 ) -> Result<Arc<Value>, ApiError> {
     if !obj.is_object() {
         return Err(status::bad_request(format!(
@@ -145,7 +162,7 @@ pub fn create(
     }
     normalize(&mut obj, res);
     drop_unknown_fields(&mut obj, res, generation);
-    let now = now_rfc3339();
+    let now = created.map_or_else(now_rfc3339, format_time);
     let uid = shared.uid();
     if let Some(m) = meta_mut(&mut obj) {
         m.insert("name".into(), json!(name));

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -124,6 +124,39 @@ impl Double {
             namespace,
             object,
             &Caller::everything(),
+        )
+        .map(|o| (*o).clone())
+        .map_err(|e| e.status)
+    }
+
+    /// `create`, with the object made as if at `created` (in the past, typically): its
+    /// `metadata.creationTimestamp` and every other time the create stamps (a gated
+    /// pod's `PodScheduled=False/SchedulingGated` `lastTransitionTime`) are `created`,
+    /// in one write (one ADDED event, one resourceVersion). Admission and validation are
+    /// `create`'s.
+    ///
+    /// This is what a server restored from a backup shows: objects older than the
+    /// server's uptime. No client can produce it on a real server: on create the
+    /// registry overwrites whatever `creationTimestamp` the body carries with the
+    /// server's clock (`rest.FillObjectMetaSystemFields` in k8s.io/apiserver
+    /// `pkg/registry/rest/meta.go`, called first thing by `Store.create` in
+    /// `pkg/registry/generic/registry/store.go`, 1.33.4), and so does the double's HTTP
+    /// POST.
+    pub fn create_created_at(
+        &self,
+        resource: &str,
+        namespace: &str,
+        object: Value,
+        created: SystemTime,
+    ) -> Result<Value, Value> {
+        let res = self.resource(resource)?;
+        api::create_at(
+            self.shared(),
+            &res,
+            namespace,
+            object,
+            &Caller::everything(),
+            Some(created),
         )
         .map(|o| (*o).clone())
         .map_err(|e| e.status)

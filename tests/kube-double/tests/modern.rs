@@ -1,9 +1,13 @@
 // Modern (1.33) scheduling gates: condition at create, only deletion afterwards, the
-// condition kept after clearing, create validation, binding and the stand-in scheduler.
+// condition kept after clearing, create validation, binding and the stand-in scheduler,
+// and back-dated creation (`Double::create_created_at`).
 
 mod common;
 
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 use common::{Client, PODS, pod};
+use kube_double::state::parse_time;
 use kube_double::{Config, Double};
 use serde_json::{Value, json};
 
@@ -351,4 +355,67 @@ async fn pods_track_generation_on_spec_changes() {
         )
         .await;
     assert_eq!(r.json()["metadata"]["generation"], 2);
+}
+
+/// `Double::create_created_at`: a pod made as if 2 hours ago, as a server restored from
+/// a backup shows it; its creationTimestamp and the SchedulingGated condition's
+/// lastTransitionTime are that time, written once (one ADDED, one resourceVersion). A
+/// plain create, from the library or over HTTP, gets now, and a client-supplied
+/// creationTimestamp is overwritten (`rest.FillObjectMetaSystemFields`).
+#[tokio::test]
+async fn create_created_at_back_dates_a_pod() {
+    let (d, c) = start().await;
+    let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let stamp = |p: &Value| {
+        let s = p["metadata"]["creationTimestamp"].as_str().unwrap();
+        assert!(s.ends_with('Z') && !s.contains('.'), "{s}");
+        secs(parse_time(s).unwrap())
+    };
+    let created = SystemTime::now() - Duration::from_secs(2 * 3600);
+    let rv_before = d.resource_version();
+    let p = d
+        .create_created_at("pods", "default", gated("old", &["a"]), created)
+        .unwrap();
+    assert_eq!(stamp(&p), secs(created));
+    let cond = &p["status"]["conditions"][0];
+    assert_eq!(cond["reason"], "SchedulingGated");
+    assert_eq!(
+        cond["lastTransitionTime"],
+        p["metadata"]["creationTimestamp"]
+    );
+    assert_eq!(d.resource_version(), rv_before + 1);
+    let hist = d.history("pods", "default", "old");
+    assert_eq!(hist.len(), 1);
+    assert_eq!(hist[0].kind, "ADDED");
+    assert_eq!(
+        c.get(&format!("{PODS}/old")).await.json()["metadata"]["creationTimestamp"],
+        p["metadata"]["creationTimestamp"]
+    );
+    // Same admission and validation as `create`.
+    let mut bad = gated("bad", &["a"]);
+    bad["spec"]["nodeName"] = json!("node-1");
+    assert_eq!(
+        d.create_created_at("pods", "default", bad, created)
+            .unwrap_err()["reason"],
+        "Invalid"
+    );
+    assert_eq!(
+        d.create_created_at("pods", "default", gated("old", &["a"]), created)
+            .unwrap_err()["reason"],
+        "AlreadyExists"
+    );
+
+    let near_now = |t: i64| (t - secs(SystemTime::now())).abs() <= 5;
+    let p = d.create("pods", "default", gated("new", &["a"])).unwrap();
+    assert!(near_now(stamp(&p)), "{p}");
+    assert_eq!(
+        p["status"]["conditions"][0]["lastTransitionTime"],
+        p["metadata"]["creationTimestamp"]
+    );
+
+    let mut claimed = pod("claimed");
+    claimed["metadata"]["creationTimestamp"] = json!("2001-02-03T04:05:06Z");
+    let r = c.post(PODS, claimed).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert!(near_now(stamp(&r.json())), "{}", r.text);
 }

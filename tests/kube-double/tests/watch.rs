@@ -211,6 +211,124 @@ async fn selectors_drive_added_and_deleted() {
     assert_eq!(r.status, 400);
 }
 
+/// `fieldSelector=spec.nodeName=` (the unbound pods, as a scheduler watches them): LIST
+/// returns only pods without a node; the watch sends ADDED for a new unbound pod,
+/// MODIFIED while it stays unbound, and DELETED when it is bound, carrying the pod's
+/// last unbound state with the binding's resourceVersion (1.33.4 k8s.io/apiserver
+/// `cacheWatcher.convertToWatchEvent`, `pkg/storage/cacher/cache_watcher.go`: "return a
+/// delete event with the previous object content, but with the event's resource
+/// version"; the etcd3 `watchChan.transform` in `pkg/storage/etcd3/watcher.go` sends
+/// `oldObj` decoded at the event's revision the same way). A pod created already bound
+/// (a mirror pod) never matches, so its create, updates and delete are all invisible.
+#[tokio::test]
+async fn unbound_pods_field_selector() {
+    let (_d, c) = start_with(Config::modern()).await;
+    let bound_pod = |name: &str| {
+        let mut p = pod(name);
+        p["spec"]["nodeName"] = json!("node-0");
+        p["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "abc"});
+        p
+    };
+    assert_eq!(c.post(PODS, bound_pod("pre-bound")).await.status, 201);
+    assert_eq!(c.post(PODS, pod("pre-free")).await.status, 201);
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for sel in ["spec.nodeName%3D", "spec.nodeName%3D%3D", "spec.nodeName="] {
+        let r = c.get(&format!("{PODS}?fieldSelector={sel}")).await;
+        assert_eq!(r.status, 200, "{sel}: {}", r.text);
+        assert_eq!(names(&r.json()), vec!["pre-free"], "{sel}");
+    }
+    let r = c
+        .get(&format!("{PODS}?fieldSelector=spec.nodeName!%3D"))
+        .await;
+    assert_eq!(names(&r.json()), vec!["pre-bound"]);
+
+    let mut w = c
+        .watch(&format!("{PODS}?watch=true&fieldSelector=spec.nodeName%3D"))
+        .await;
+    assert_eq!(w.status, 200);
+    let e = w.event().await;
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("ADDED"), Some("pre-free"))
+    );
+
+    // Created already bound: no event; nor for its updates or its deletion.
+    assert_eq!(c.post(PODS, bound_pod("mirror")).await.status, 201);
+    let r = c
+        .patch(
+            &format!("{PODS}/mirror"),
+            "application/merge-patch+json",
+            json!({"metadata": {"labels": {"x": "1"}}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(c.delete(&format!("{PODS}/mirror")).await.status, 200);
+    w.quiet_for(Duration::from_millis(300)).await;
+
+    // A new unbound pod: ADDED, then MODIFIED while it stays unbound.
+    c.post(PODS, pod("free")).await;
+    let e = w.event().await;
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("ADDED"), Some("free"))
+    );
+    c.patch(
+        &format!("{PODS}/free"),
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"x": "1"}}}),
+    )
+    .await;
+    let e = w.event().await;
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("MODIFIED"), Some("free"))
+    );
+    assert_eq!(e["object"]["metadata"]["labels"]["x"], "1");
+
+    // Bound through the binding subresource: DELETED with the last unbound state and
+    // the binding's resourceVersion.
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "free"}, "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
+    let r = c.post(&format!("{PODS}/free/binding"), binding).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let now = c.get(&format!("{PODS}/free")).await.json();
+    assert_eq!(now["spec"]["nodeName"], "node-1");
+    let e = w.event().await;
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("DELETED"), Some("free"))
+    );
+    assert!(e["object"]["spec"].get("nodeName").is_none(), "{e}");
+    assert_eq!(e["object"]["metadata"]["labels"]["x"], "1");
+    assert_eq!(
+        e["object"]["metadata"]["resourceVersion"],
+        now["metadata"]["resourceVersion"]
+    );
+    // Bound now: its updates and deletion are invisible too.
+    c.patch(
+        &format!("{PODS}/free"),
+        "application/merge-patch+json",
+        json!({"metadata": {"labels": {"x": "2"}}}),
+    )
+    .await;
+    c.delete(&format!("{PODS}/free")).await;
+    w.quiet_for(Duration::from_millis(300)).await;
+
+    // The unbound pod from before the watch is still seen being deleted.
+    c.delete(&format!("{PODS}/pre-free")).await;
+    let e = w.event().await;
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("DELETED"), Some("pre-free"))
+    );
+}
+
 #[tokio::test]
 async fn table_watch_for_kubectl() {
     let (_d, c) = start_with(Config::modern()).await;
