@@ -8,11 +8,15 @@
 # the static pod's (same ClusterRole rules as rbac.yaml, same securityContext, probes on
 # the admin address, selectors that match its pods and no others, no kubeconfig), and
 # its command line must parse and fall through to the in-cluster configuration.
+# A PrometheusRule (a CRD: kubernetes-validate has no schema for it) is checked with
+# promtool instead: its spec:, written out as a plain rule file, must pass `promtool check
+# rules`, and the unit tests in scripts/NAME.test.yaml (for manifests/NAME.yaml) must pass
+# `promtool test rules`.
 #
 #   bash scripts/check-manifests.sh [BINARY]     (default target/debug/metainit)
 #
-# Needs python3 with kubernetes-validate (which brings PyYAML), openssl and kubectl
-# (for its built-in kustomize; nothing is sent to a cluster).
+# Needs python3 with kubernetes-validate (which brings PyYAML), openssl, kubectl
+# (for its built-in kustomize; nothing is sent to a cluster) and promtool.
 # A document that needs a newer Kubernetes than the oldest schema says so in its header:
 #   # check-manifests: min-kubernetes=1.26
 set -euo pipefail
@@ -28,6 +32,8 @@ die() {
 command -v kubernetes-validate >/dev/null || die "kubernetes-validate not found (pip install kubernetes-validate)"
 command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"
 command -v kubectl >/dev/null || die "kubectl not found (it renders manifests/deployment: kubectl kustomize)"
+command -v promtool >/dev/null \
+    || die "promtool not found (it checks manifests/prometheus-rules.yaml: apt-get install prometheus)"
 python3 -c 'import yaml, kubernetes_validate' 2>/dev/null \
     || die "python3 cannot import yaml and kubernetes_validate (pip install kubernetes-validate)"
 [[ -x $bin ]] || die "no executable at $bin (run cargo build first, or pass the binary's path)"
@@ -52,16 +58,19 @@ kubectl kustomize manifests/deployment >"$rendered" 2>"$tmp/kustomize.err" \
 # LABEL"; a document without a leading comment fails here (STYLE.md, "Files"). Each
 # argument is "validate:PATH" (the static pod's files: header and schema), "header:PATH"
 # (the base's sources: header only) or "rendered:PATH" (the base as rendered, which has
-# no comments: schema only).
+# no comments: schema only). A PrometheusRule among the static pod's files gets its header
+# checked but no schema: its spec: goes to rules/NAME.yaml instead (the groups of all of
+# them in manifests/NAME.yaml), for promtool below.
 python3 - "$tmp/docs" \
     $(printf 'validate:%s ' manifests/*.yaml) \
     $(printf 'header:%s ' manifests/deployment/*.yaml) \
     "rendered:$rendered" >"$tmp/docs.list" <<'PY' || die "see above"
-import os, re, sys
+import os, re, sys, yaml
 out, args = sys.argv[1], sys.argv[2:]
-os.makedirs(out)
+os.makedirs(os.path.join(out, "rules"))
 bad = False
 n = 0
+rules = {}
 for arg in args:
     how, path = arg.split(":", 1)
     with open(path) as f:
@@ -75,7 +84,6 @@ for arg in args:
         found += 1
         label = f"{shown} (document {i + 1})"
         if how == "rendered":
-            import yaml
             d = yaml.safe_load(chunk)
             label = f"{shown} ({d['kind']} {d['metadata']['name']})"
         if how != "rendered" and not lines[0].startswith("#"):
@@ -83,6 +91,24 @@ for arg in args:
                   file=sys.stderr)
             bad = True
         if how == "header":
+            continue
+        try:
+            d = yaml.safe_load(chunk)
+        except yaml.YAMLError as e:
+            print(f"{label}: not YAML: {e}", file=sys.stderr)
+            bad = True
+            continue
+        if not isinstance(d, dict):
+            print(f"{label}: not a Kubernetes object", file=sys.stderr)
+            bad = True
+            continue
+        if (d.get("apiVersion"), d.get("kind")) == ("monitoring.coreos.com/v1", "PrometheusRule"):
+            spec = d.get("spec") or {}
+            if set(spec) != {"groups"}:
+                print(f"{label}: a PrometheusRule's spec: must hold groups: and nothing else "
+                      f"(found {sorted(spec)})", file=sys.stderr)
+                bad = True
+            rules.setdefault(os.path.basename(path), []).extend(spec.get("groups") or [])
             continue
         m = re.search(r"^#\s*check-manifests:\s*min-kubernetes=(\d+\.\d+)\s*$", chunk, re.M)
         n += 1
@@ -93,6 +119,9 @@ for arg in args:
     if found == 0:
         print(f"no documents found in {shown}", file=sys.stderr)
         bad = True
+for name, groups in rules.items():
+    with open(os.path.join(out, "rules", name), "w") as f:
+        yaml.safe_dump({"groups": groups}, f, sort_keys=False)
 sys.exit(1 if bad else 0)
 PY
 
@@ -115,7 +144,10 @@ while read -r doc min label; do
         versions=("$first" "$newest")
     fi
     for v in $(printf '%s\n' "${versions[@]}" | sort -u); do
-        if out=$(kubernetes-validate --strict --quiet -k "$v" "$doc" 2>&1); then
+        # kubernetes-validate passes a kind it has no schema for, with a warning: a
+        # CRD would pass unchecked. PrometheusRules never get here (promtool checks them).
+        if out=$(kubernetes-validate --strict --quiet -k "$v" "$doc" 2>&1) \
+            && ! grep -q "Couldn't find schema" <<<"$out"; then
             echo "ok    $label against $v"
         else
             echo "FAIL  $label against $v:" >&2
@@ -125,6 +157,26 @@ while read -r doc min label; do
     done
 done <"$tmp/docs.list"
 ((failed == 0)) || die "manifests do not validate"
+
+# Alerting rules: promtool reads plain rule files (top-level groups:), so it checks the
+# spec: of each PrometheusRule as written out above, and runs the unit tests beside it
+# (their rule_files: name that file: prometheus-rules.yaml for
+# manifests/prometheus-rules.yaml).
+rules_dir=$tmp/docs/rules
+for rules in "$rules_dir"/*.yaml; do
+    [[ -e $rules ]] || break
+    name=$(basename "$rules" .yaml)
+    label="manifests/$name.yaml (PrometheusRule spec)"
+    out=$(promtool check rules --lint-fatal "$rules" 2>&1) \
+        || die "promtool check rules on $label:"$'\n'"${out//$rules/$label}"
+    echo "ok    $label: promtool check rules: $(grep -o '[0-9]* rules found' <<<"$out")"
+    tests=scripts/$name.test.yaml
+    [[ -f $tests ]] || die "$label has no unit tests: write $tests (promtool test rules)"
+    cp "$tests" "$rules_dir/"
+    out=$(cd "$rules_dir" && promtool test rules "$name.test.yaml" 2>&1) \
+        || die "promtool test rules $tests:"$'\n'"$out"
+    echo "ok    $label: promtool test rules $tests"
+done
 
 # A kubeconfig shaped like the one `kubeadm kubeconfig user` writes: its own CA, a client
 # certificate for CN=metainit, and a server that does not exist (--check-config never
