@@ -12,7 +12,7 @@
 //! (BENCHMARKS.md). kube-runtime's watcher and reflector store are still what feed it.
 
 use std::{
-    collections::{HashMap, HashSet, VecDeque},
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
     future::Future,
     hash::Hash,
     sync::{Arc, Mutex, MutexGuard},
@@ -31,6 +31,8 @@ pub struct Queue<K> {
     retries: Mutex<Bucket>,
     /// Wakes an idle worker when a key becomes ready.
     wake: Notify,
+    /// Wakes `run` when a timer is set that is due before the ones it knew of.
+    rearm: Notify,
 }
 
 struct State<K> {
@@ -41,9 +43,27 @@ struct State<K> {
     dirty: HashSet<K>,
     /// Keys being worked on.
     processing: HashSet<K>,
-    /// Keys to add again later, with when.
-    delayed: HashMap<K, Instant>,
+    /// Keys to add again later: when, and a sequence number that orders `timers`.
+    delayed: HashMap<K, (Instant, u64)>,
+    /// The same keys by when they are due: one timer in `run` for all of them, not a
+    /// task and a timer each (a pod waiting hours for its gate's age is one entry here).
+    timers: BTreeMap<(Instant, u64), K>,
+    seq: u64,
     closed: bool,
+}
+
+impl<K: Hash + Eq + Clone> State<K> {
+    /// Drops the key's timer, if it has one.
+    fn cancel(&mut self, key: &K) {
+        if let Some(at) = self.delayed.remove(key) {
+            self.timers.remove(&at);
+        }
+    }
+
+    /// When the earliest timer is due.
+    fn next_due(&self) -> Option<Instant> {
+        self.timers.first_key_value().map(|((due, _), _)| *due)
+    }
 }
 
 /// A token bucket that hands out reservations: each retry takes a token now, or the
@@ -90,9 +110,12 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
                 dirty: HashSet::new(),
                 processing: HashSet::new(),
                 delayed: HashMap::new(),
+                timers: BTreeMap::new(),
+                seq: 0,
                 closed: false,
             }),
             wake: Notify::new(),
+            rearm: Notify::new(),
         })
     }
 
@@ -107,7 +130,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         if s.closed {
             return;
         }
-        s.delayed.remove(&key);
+        s.cancel(&key);
         if s.processing.contains(&key) {
             s.dirty.insert(key);
         } else if s.dirty.insert(key.clone()) {
@@ -119,35 +142,64 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
 
     /// Asks for work on `key` again after `delay`, or later if the retries of all keys
     /// are over their rate; unless it is already due sooner. Returns the wait.
-    pub fn add_after(self: &Arc<Self>, key: K, delay: Duration) -> Duration {
+    pub fn add_after(&self, key: K, delay: Duration) -> Duration {
         let now = Instant::now();
-        let delay = {
-            let mut s = self.lock();
-            if s.closed || s.delayed.get(&key).is_some_and(|d| *d <= now + delay) {
-                return delay;
-            }
-            let limited = self
-                .retries
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .reserve(now);
-            let delay = delay.max(limited);
-            s.delayed.insert(key.clone(), now + delay);
-            delay
-        };
-        let due = now + delay;
-        let queue = Arc::clone(self);
-        tokio::spawn(async move {
-            tokio::time::sleep_until(due).await;
-            let mut s = queue.lock();
-            // Unless `add` came first, or a sooner retry replaced this one.
-            if s.delayed.get(&key) == Some(&due) {
-                s.delayed.remove(&key);
-                drop(s);
-                queue.add(key);
-            }
-        });
+        let s = self.lock();
+        if s.closed || s.delayed.get(&key).is_some_and(|d| d.0 <= now + delay) {
+            return delay;
+        }
+        let limited = self
+            .retries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reserve(now);
+        let delay = delay.max(limited);
+        self.schedule(s, key, now + delay);
         delay
+    }
+
+    /// Asks for work on `key` at `due`, unless it is already due sooner: a timer (a pod's
+    /// gate reaching its age), not a retry, so the retries' rate does not apply.
+    pub fn add_at(&self, key: K, due: Instant) {
+        let s = self.lock();
+        if s.closed || s.delayed.get(&key).is_some_and(|d| d.0 <= due) {
+            return;
+        }
+        self.schedule(s, key, due);
+    }
+
+    fn schedule(&self, mut s: MutexGuard<'_, State<K>>, key: K, due: Instant) {
+        s.cancel(&key);
+        let earliest = s.next_due().is_none_or(|first| due < first);
+        s.seq += 1;
+        let at = (due, s.seq);
+        s.timers.insert(at, key.clone());
+        s.delayed.insert(key, at);
+        drop(s);
+        if earliest {
+            self.rearm.notify_one();
+        }
+    }
+
+    /// Adds every key whose timer is due; returns when the next one is.
+    fn fire(&self, now: Instant) -> Option<Instant> {
+        let mut due = Vec::new();
+        let next = {
+            let mut s = self.lock();
+            while let Some(entry) = s.timers.first_entry() {
+                if entry.key().0 > now {
+                    break;
+                }
+                let key = entry.remove();
+                s.delayed.remove(&key);
+                due.push(key);
+            }
+            s.next_due()
+        };
+        for key in due {
+            self.add(key);
+        }
+        next
     }
 
     /// The next ready key, now being worked on.
@@ -225,10 +277,28 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         tokio::pin!(stop);
         tokio::pin!(source);
         let mut source_open = true;
+        // One timer for every delayed key, armed for the earliest: re-armed when a sooner
+        // one is set (`rearm`) and when it fires. A key added meanwhile drops its timer; if
+        // that was the earliest, the timer fires for nothing and is re-armed then.
+        let timer = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(timer);
+        let mut armed = None;
+        let mut next = self.lock().next_due();
         loop {
+            if next != armed {
+                armed = next;
+                if let Some(due) = armed {
+                    timer.as_mut().reset(due);
+                }
+            }
             tokio::select! {
                 biased;
                 _ = &mut stop => break,
+                _ = self.rearm.notified() => next = self.lock().next_due(),
+                _ = timer.as_mut(), if armed.is_some() => {
+                    armed = None;
+                    next = self.fire(Instant::now());
+                }
                 key = source.next(), if source_open => match key {
                     Some(key) => self.add(key),
                     None => source_open = false,
@@ -452,6 +522,54 @@ mod tests {
             Duration::from_secs_f64(1.0 / 3.0).max(Duration::from_millis(100)),
             "the second token is a third of a second away"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timers_fire_when_due_in_order_unlimited_and_a_sooner_one_rearms() {
+        let queue = Queue::new(1);
+        let log = Arc::new(Log::default());
+        let running = Running::start(&queue, futures::stream::pending(), 4, &log);
+        let start = Instant::now();
+        // A hundred pods due in an hour: timers, not retries, so not spaced by the
+        // retries' rate (1 at once, 3 a second).
+        for k in 0..100 {
+            queue.add_at(k, start + Duration::from_secs(3600));
+        }
+        // Set after the hour-long ones: the run loop re-arms for it.
+        queue.add_at(500, start + Duration::from_secs(5));
+        queue.add_at(500, start + Duration::from_secs(50));
+        until("500 worked on", || log.worked() == vec![500]).await;
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_secs(5) && took < Duration::from_secs(6),
+            "the sooner time holds: {took:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(log.worked(), vec![500], "not again at 50 s");
+        // Cancelled by `add`: worked on now, and not again at its hour.
+        queue.add(7);
+        until("7 worked on", || log.worked().len() == 2).await;
+        tokio::time::sleep_until(start + Duration::from_secs(3599)).await;
+        assert_eq!(
+            log.worked(),
+            vec![7, 500],
+            "none of the hour-long ones early"
+        );
+        until("all due", || log.worked().len() == 101).await;
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_secs(3600) && took < Duration::from_secs(3602),
+            "{took:?}"
+        );
+        let mut want: Vec<u32> = (0..100).collect();
+        want.push(500);
+        want.retain(|k| *k != 7);
+        want.push(7);
+        want.sort_unstable();
+        assert_eq!(log.worked(), want, "each once");
+        assert_eq!(queue.lock().timers.len(), 0);
+        assert_eq!(queue.lock().delayed.len(), 0);
+        running.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
