@@ -15,6 +15,7 @@ use crate::{
     failure::{Failure, describe, status_fields},
     metrics::Metrics,
     object::Held,
+    release::Due,
 };
 
 /// What became of one object.
@@ -25,6 +26,8 @@ pub enum Done {
     Left(Leave),
     /// Deleted meanwhile (404).
     Gone,
+    /// Gates released by a `--release-gate` rule.
+    Released(Vec<String>),
 }
 
 /// Everything needed to clear objects of one resource.
@@ -60,12 +63,9 @@ impl Clearer {
             return Ok(Done::WouldClear(names));
         }
         debug!(object = %obj.key(), names = %names.join(","), "patching");
-        match self
-            .client
-            .request::<IgnoredAny>(self.patch_request(obj, &patch)?)
-            .await
-        {
-            Ok(_) => {
+        match self.send(obj, &patch).await? {
+            false => Ok(Done::Gone),
+            true => {
                 info!(kind = %kind, object = %obj.key(), names = %names.join(","), "cleared");
                 self.metrics.cleared(self.mode.as_str(), &self.target.name);
                 self.events.send(
@@ -80,13 +80,48 @@ impl Clearer {
                 );
                 Ok(Done::Cleared(names))
             }
+        }
+    }
+
+    /// Releases the `due` gates of a pod with `patch` (see `release::patch`).
+    pub async fn release(
+        &self,
+        obj: &Held,
+        due: &[Due],
+        patch: &serde_json::Value,
+    ) -> Result<Done, Failure> {
+        debug!(object = %obj.key(), "releasing");
+        if !self.send(obj, patch).await? {
+            return Ok(Done::Gone);
+        }
+        for d in due {
+            info!(object = %obj.key(), gate = %d.gate, age = %crate::release::human(d.age),
+                  rule = %d.rule, "released an orphaned gate");
+            self.metrics.released(&d.gate);
+        }
+        self.events.send(
+            events::released_event(&self.target.resource, obj, due, &self.node),
+            obj.key(),
+        );
+        Ok(Done::Released(due.iter().map(|d| d.gate.clone()).collect()))
+    }
+
+    /// Sends a patch: `true` once accepted, `false` if the object is gone (404), or the
+    /// failure to retry.
+    async fn send(&self, obj: &Held, patch: &serde_json::Value) -> Result<bool, Failure> {
+        match self
+            .client
+            .request::<IgnoredAny>(self.patch_request(obj, patch)?)
+            .await
+        {
+            Ok(_) => Ok(true),
             Err(e) => {
                 let failure = Failure::from(e);
                 if failure.class.policy().retry {
                     Err(failure)
                 } else {
-                    debug!(object = %obj.key(), "deleted before it was cleared");
-                    Ok(Done::Gone)
+                    debug!(object = %obj.key(), "deleted before it was patched");
+                    Ok(false)
                 }
             }
         }

@@ -233,9 +233,135 @@ pub struct RunArgs {
     #[arg(long, env = "METAINIT_RESYNC_PERIOD", value_name = "DURATION", default_value = "5m", value_parser = parse_resync_period)]
     pub resync_period: Duration,
 
+    #[command(flatten)]
+    pub rules: RuleArgs,
+
+    /// At most this many gate releases (`--release-gate`) across the process, as `N/s`,
+    /// `N/m` or `N/h`, spaced evenly, so that a controller uninstalled with thousands of
+    /// gated pods does not hand them all to the scheduler at once. [default: 60/m]
+    #[arg(long, env = "METAINIT_RELEASE_RATE", value_name = "N/UNIT", value_parser = parse_rate)]
+    pub release_rate: Option<Rate>,
+
+    /// Export `metainit_gated_pods` and `metainit_gated_oldest_seconds` for this gate
+    /// (repeatable), releasing nothing: "a gate nobody clears" becomes one alert rule.
+    /// Gates of `--release-gate` are watched anyway.
+    #[arg(long, env = "METAINIT_WATCH_GATES", value_name = "NAME", value_delimiter = ',', value_parser = parse_gate_name)]
+    pub watch_gates: Vec<String>,
+
     /// Check every flag and the kubeconfig file, print "configuration OK" and exit; contacts no server.
     #[arg(long)]
     pub check_config: bool,
+}
+
+/// The release rules, shared by the watcher and `status` (which shows when each applies).
+#[derive(Args, Debug, Clone, Default)]
+pub struct RuleArgs {
+    /// On every unbound pod in scope, labelled or not, remove gate NAME once the pod is
+    /// older than AGE (e.g. `example.com/quota=2h`): that gate only, never the others
+    /// (repeatable; the environment variable takes a comma-separated list). For gates
+    /// whose controller is gone. Scheduling-gates mode only.
+    #[arg(long, env = "METAINIT_RELEASE_GATES", value_name = "NAME=AGE", value_delimiter = ',', value_parser = parse_release_rule)]
+    pub release_gate: Vec<ReleaseRule>,
+
+    /// Never release gates (`--release-gate`) in this namespace (repeatable). Labelled
+    /// pods there are still cleared: the label is an explicit request.
+    #[arg(long, env = "METAINIT_EXCLUDE_NAMESPACES", value_name = "NS", value_delimiter = ',', value_parser = parse_namespace)]
+    pub exclude_namespace: Vec<String>,
+}
+
+/// `--release-gate NAME=AGE`: gate NAME goes once its pod is older than `after`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReleaseRule {
+    pub gate: String,
+    pub after: Duration,
+}
+
+impl fmt::Display for ReleaseRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}={}",
+            self.gate,
+            crate::discovery::human_duration(self.after)
+        )
+    }
+}
+
+/// `--release-rate`: one release every `every`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    pub every: Duration,
+    /// As the user wrote it, for logs.
+    pub count: u32,
+    pub unit: char,
+}
+
+impl Default for Rate {
+    fn default() -> Rate {
+        Rate {
+            every: Duration::from_secs(1),
+            count: 60,
+            unit: 'm',
+        }
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.count, self.unit)
+    }
+}
+
+pub fn parse_rate(s: &str) -> Result<Rate, String> {
+    const RULE: &str = "a rate is a whole number of releases per second, minute or hour: N/s, N/m or N/h (e.g. '60/m')";
+    let (n, unit) = s.trim().split_once('/').ok_or(RULE)?;
+    let count: u32 = n.trim().parse().map_err(|_| RULE.to_string())?;
+    let (unit, secs) = match unit.trim() {
+        "s" => ('s', 1),
+        "m" => ('m', 60),
+        "h" => ('h', 3600),
+        _ => return Err(RULE.into()),
+    };
+    if count == 0 {
+        return Err(
+            "a rate of 0 would never release anything: give at least 1 (e.g. '1/h')".into(),
+        );
+    }
+    Ok(Rate {
+        every: Duration::from_secs(secs) / count,
+        count,
+        unit,
+    })
+}
+
+pub fn parse_release_rule(s: &str) -> Result<ReleaseRule, String> {
+    const RULE: &str = "a release rule is GATE=AGE, a scheduling gate name and how old its pod must be \
+                        (e.g. 'example.com/quota=2h')";
+    let (gate, age) = s.rsplit_once('=').ok_or(RULE)?;
+    parse_gate_name(gate).map_err(|e| format!("{RULE}: {e}"))?;
+    let after = validation::duration(age).map_err(|e| format!("{RULE}: {e}"))?;
+    if after.is_zero() {
+        return Err(format!(
+            "{RULE}: an AGE of 0 releases the gate at once, which makes metainit its owner; \
+             to clear every gate of a controller's own pods, label them instead"
+        ));
+    }
+    Ok(ReleaseRule {
+        gate: gate.to_string(),
+        after,
+    })
+}
+
+/// A scheduling gate name is a qualified name (`example.com/quota`).
+fn parse_gate_name(s: &str) -> Result<String, String> {
+    if validation::is_qualified_name(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "'{s}' is not a scheduling gate name: a gate name is a qualified name, \
+             an optional DNS subdomain prefix and '/', then at most 63 characters of [A-Za-z0-9-_.] (e.g. 'example.com/quota')"
+        ))
+    }
 }
 
 /// Flags of `metainit status`.
@@ -255,6 +381,10 @@ pub struct StatusArgs {
     /// Exit 1 if any object has been held back longer than this (e.g. `10m`).
     #[arg(long, env = "METAINIT_MAX_AGE", value_name = "DURATION", value_parser = parse_duration)]
     pub max_age: Option<Duration>,
+
+    /// The watcher's release rules, to show which rule releases each pod and when.
+    #[command(flatten)]
+    pub rules: RuleArgs,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -461,8 +591,38 @@ impl RunArgs {
         if self.common.mode == ModeArg::SchedulingGates {
             gates_need_pods(&resources)?;
         }
+        self.rules.check()?;
+        if let Some(flag) = self.gate_flag() {
+            if self.common.mode == ModeArg::Initializers {
+                return Err(gates_only(flag, "--mode initializers"));
+            }
+            gates_need_pods(&resources)?;
+            if self.once {
+                return Err(Error::Config(format!(
+                    "{flag} needs the watcher: releases wait for each pod's age and --release-rate; \
+                     drop --once (or run `metainit status --release-gate ...` to see when each pod would go)"
+                )));
+            }
+        }
+        if self.release_rate.is_some() && self.rules.release_gate.is_empty() {
+            return Err(Error::Config(
+                "--release-rate has no effect without --release-gate: give a rule or drop it"
+                    .into(),
+            ));
+        }
         crate::events::node_name(self.node_name.as_deref())?;
         Ok(())
+    }
+
+    /// The first flag that asks for gate work beyond the label, if any.
+    pub fn gate_flag(&self) -> Option<&'static str> {
+        if !self.rules.release_gate.is_empty() {
+            Some("--release-gate")
+        } else if !self.watch_gates.is_empty() {
+            Some("--watch-gates")
+        } else {
+            None
+        }
     }
 
     /// The resources to watch, `pods` when none is named; duplicates are an error.
@@ -476,6 +636,34 @@ impl RunArgs {
             }
         }
         Ok(self.resources.clone())
+    }
+}
+
+/// The error for a gates-only flag on a server (or a `--mode`) without scheduling gates.
+pub fn gates_only(flag: &str, why: &str) -> Error {
+    Error::Config(format!(
+        "{flag} works on scheduling gates (Kubernetes 1.26 and later), but {why} means initializers: \
+         drop {flag}, or run against a server with scheduling gates (--mode scheduling-gates)"
+    ))
+}
+
+impl RuleArgs {
+    /// A gate named twice, or `--exclude-namespace` without a rule, is a mistake to report.
+    pub fn check(&self) -> Result<()> {
+        for (i, r) in self.release_gate.iter().enumerate() {
+            if let Some(first) = self.release_gate[..i].iter().find(|o| o.gate == r.gate) {
+                return Err(Error::Config(format!(
+                    "--release-gate names gate '{}' twice ('{first}' and '{r}'): give one age per gate",
+                    r.gate
+                )));
+            }
+        }
+        if !self.exclude_namespace.is_empty() && self.release_gate.is_empty() {
+            return Err(Error::Config(
+                "--exclude-namespace only limits --release-gate, and no rule is given: give a rule or drop it".into(),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -27,10 +27,12 @@ use crate::{
     metrics::Metrics,
     object::Held,
     queue::Queue,
+    release::{self, Pace, Releaser, Rules, Said, Verdict},
     setup,
     shutdown::Shutdown,
-    watch::Watch,
+    watch::{Selector, Watch},
 };
+use k8s_openapi::jiff::Timestamp;
 
 /// What the work on one object needs: the clearer, the store, the objects seen pending,
 /// and the queue to come back to after a failure.
@@ -39,6 +41,9 @@ struct Ctx {
     store: Store<Held>,
     tracks: Tracks,
     queue: Arc<Queue<ObjectRef<Held>>>,
+    /// The release rules, when given: then the store holds every unbound pod, and the
+    /// unlabelled ones are theirs.
+    release: Option<Releaser>,
 }
 
 /// The objects seen pending and not cleared yet, by `namespace/name`: since when (for
@@ -113,17 +118,39 @@ fn retry_delay(tracks: &Tracks, key: &str, f: &Failure) -> (u32, Duration) {
 async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
     // Deleted since it was queued: its track is swept with the others.
     let Some(obj) = ctx.store.get(&key) else {
+        if let Some(r) = &ctx.release {
+            r.pace.forget(&ref_key(&key));
+        }
         return;
     };
-    if let Err(f) = reconcile(&obj, &ctx).await {
-        let id = obj.key();
-        let (failures, backoff) = retry_delay(&ctx.tracks, &id, &f);
-        let wait = ctx.queue.add_after(key, backoff);
-        ctx.clearer.report(&id, &f, failures, Some(wait));
+    match reconcile(&obj, &ctx).await {
+        Ok(None) => {}
+        // A gate's age, or its turn under --release-rate: a timer, not a retry.
+        Ok(Some(wait)) => ctx.queue.add_at(key, Instant::now() + wait),
+        Err(f) => {
+            let id = obj.key();
+            let (failures, backoff) = retry_delay(&ctx.tracks, &id, &f);
+            let wait = ctx.queue.add_after(key, backoff);
+            ctx.clearer.report(&id, &f, failures, Some(wait));
+        }
     }
 }
 
-async fn reconcile(obj: &Held, ctx: &Ctx) -> Result<(), Failure> {
+/// `namespace/name`, as `Held::key` writes it.
+fn ref_key(key: &ObjectRef<Held>) -> String {
+    match &key.namespace {
+        Some(ns) => format!("{ns}/{}", key.name),
+        None => key.name.clone(),
+    }
+}
+
+/// Works on the object; `Some(wait)`: look at it again after `wait`.
+async fn reconcile(obj: &Held, ctx: &Ctx) -> Result<Option<Duration>, Failure> {
+    if let Some(r) = &ctx.release
+        && !obj.has_label(&ctx.clearer.label_key)
+    {
+        return release(obj, ctx, r).await;
+    }
     let key = obj.key();
     let decision = ctx.clearer.decide(obj);
     if matches!(decision, Decision::Clear { .. }) {
@@ -143,7 +170,44 @@ async fn reconcile(obj: &Held, ctx: &Ctx) -> Result<(), Failure> {
             .clear_latency
             .observe(pending.as_secs_f64());
     }
-    Ok(())
+    Ok(None)
+}
+
+/// The release rules on an unlabelled pod: nothing, later (its age), later (its turn
+/// under --release-rate), or now.
+async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>, Failure> {
+    let key = obj.key();
+    let dry_run = ctx.clearer.dry_run;
+    let due = match r.rules.verdict(obj, Timestamp::now()) {
+        Verdict::None => {
+            r.pace.forget(&key);
+            return Ok(None);
+        }
+        Verdict::Later(wait) => {
+            if dry_run && r.said.first(&key, obj.uid(), false) {
+                info!(object = %key, gates = %release::gates(obj).join(","), releases_in = %release::human(wait),
+                      "dry run: would release a gate when its pod is old enough");
+            }
+            return Ok(Some(wait));
+        }
+        Verdict::Due(due) => due,
+    };
+    if dry_run {
+        if r.said.first(&key, obj.uid(), true) {
+            for d in &due {
+                info!(object = %key, gate = %d.gate, age = %release::human(d.age), rule = %d.rule,
+                      "dry run: would release an orphaned gate now (at most --release-rate)");
+            }
+        }
+        return Ok(None);
+    }
+    if let Err(wait) = r.pace.slot(&key, Instant::now()) {
+        return Ok(Some(wait));
+    }
+    let Some(patch) = release::patch(obj, &due) else {
+        return Ok(None);
+    };
+    ctx.clearer.release(obj, &due, &patch).await.map(|_| None)
 }
 
 /// Runs until SIGTERM; then lets in-flight patches and Events finish.
@@ -178,39 +242,82 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             .target
             .api(&clearer.client, args.common.namespace.as_deref());
         let dyntype = clearer.target.resource.clone();
-        let writer = Writer::new(dyntype.clone());
+        let writer: Writer<Held> = Writer::new(dyntype.clone());
         let store = writer.as_reader();
         let (mode, only, label_key) = (
             clearer.mode,
             clearer.only.clone(),
             clearer.label_key.clone(),
         );
+        let rules = Rules {
+            rules: args.rules.release_gate.clone(),
+            exclude: args.rules.exclude_namespace.clone(),
+        };
+        // Gates to watch or release: then the store holds every unbound pod.
+        let gated = args.gate_flag().is_some();
         let pending = store.clone();
+        let key = label_key.clone();
         metrics.pending_from(Box::new(move || {
             pending
                 .state()
                 .iter()
-                .filter(|o| matches!(mode.decide(o, &only, &label_key), Decision::Clear { .. }))
+                .filter(|o| {
+                    o.has_label(&key)
+                        && matches!(mode.decide(o, &only, &key), Decision::Clear { .. })
+                })
                 .count()
         }));
+        if gated {
+            let mut watched: Vec<String> = rules.rules.iter().map(|r| r.gate.clone()).collect();
+            for g in &args.watch_gates {
+                if !watched.contains(g) {
+                    watched.push(g.clone());
+                }
+            }
+            let released: Vec<String> = rules.rules.iter().map(|r| r.gate.clone()).collect();
+            let pods = store.clone();
+            metrics.gated_from(watched, &released, Box::new(move || pods.state()));
+            let rate = args.release_rate.unwrap_or_default();
+            info!(release_gates = %rules.rules.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+                  release_rate = %rate, exclude_namespaces = %rules.exclude.join(","),
+                  watch_gates = %args.watch_gates.join(","), "watching every unbound pod for its gates");
+        }
+        let wanted_rules = rules.clone();
         let watch = Watch {
             api,
             label_key: clearer.label_key.clone(),
+            selector: if gated {
+                Selector::Unbound
+            } else {
+                Selector::Labelled
+            },
             resource: clearer.target.name.clone(),
             resync: args.resync_period,
             health: health.clone(),
             metrics: metrics.clone(),
             // Objects that hold nothing back (most often the state after metainit's own
             // patch) are stored, not queued; the ones left alone on purpose are, to be
-            // logged.
-            wanted: Box::new(move |o| mode.needs_reconcile(o)),
+            // logged. Unlabelled pods are queued only when a rule names one of their gates.
+            wanted: Box::new(move |o| {
+                if !gated || o.has_label(&label_key) {
+                    mode.needs_reconcile(o)
+                } else {
+                    wanted_rules.applies(o)
+                }
+            }),
         };
+        let release = (!rules.is_empty()).then(|| Releaser {
+            rules,
+            pace: Pace::new(args.release_rate.unwrap_or_default()),
+            said: Said::default(),
+        });
         let queue = Queue::new(usize::from(args.concurrency));
         let ctx = Arc::new(Ctx {
             clearer,
             store,
             tracks: Tracks::default(),
             queue: queue.clone(),
+            release,
         });
         let stop = shutdown.clone();
         let engine = queue.clone().run(

@@ -94,11 +94,12 @@ fn log_retry(what: &str, url: &str, e: &kube::Error, wait: Duration) {
     }
 }
 
-/// `500ms`, `3s`, `1.5s`, `2m`: as the flags are written.
+/// `500ms`, `3s`, `1.5s`, `2m`, `2h`: as the flags are written.
 pub fn human_duration(d: Duration) -> String {
     let (secs, millis) = (d.as_secs(), d.subsec_millis());
     match (secs, millis) {
         (0, ms) => format!("{ms}ms"),
+        (s, 0) if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
         (s, 0) if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
         (s, 0) => format!("{s}s"),
         _ => format!("{}s", (d.as_secs_f64() * 1000.0).round() / 1000.0),

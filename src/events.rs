@@ -29,6 +29,7 @@ use crate::{
     failure::{Class, Failure, retry_after},
     metrics::Metrics,
     object::Held,
+    release::Due,
 };
 
 pub const REPORTING_CONTROLLER: &str = "metainit";
@@ -41,12 +42,44 @@ pub fn cleared_event(
     names: &[String],
     node: &str,
 ) -> Event {
-    let now = Time(Timestamp::now());
     let what = if reason == "InitializersCleared" {
         "initializers"
     } else {
         "scheduling gates"
     };
+    let message = format!("metainit removed {what}: {}", names.join(", "));
+    event(resource, obj, reason, "Clear", message, node)
+}
+
+/// The reason of the Event on a pod whose gate a `--release-gate` rule released.
+pub const RELEASED: &str = "SchedulingGateReleased";
+
+/// Builds the Event for a pod whose orphaned `gates` were released.
+pub fn released_event(resource: &ApiResource, obj: &Held, gates: &[Due], node: &str) -> Event {
+    let each: Vec<String> = gates
+        .iter()
+        .map(|d| {
+            format!(
+                "gate {} after {} (rule --release-gate {})",
+                d.gate,
+                crate::release::human(d.age),
+                d.rule
+            )
+        })
+        .collect();
+    let message = format!("metainit released {}", each.join("; "));
+    event(resource, obj, RELEASED, "Release", message, node)
+}
+
+fn event(
+    resource: &ApiResource,
+    obj: &Held,
+    reason: &str,
+    action: &str,
+    message: String,
+    node: &str,
+) -> Event {
+    let now = Time(Timestamp::now());
     let meta = &obj.metadata.meta;
     Event {
         metadata: ObjectMeta {
@@ -65,9 +98,9 @@ pub fn cleared_event(
             ..ObjectReference::default()
         },
         reason: Some(reason.to_string()),
-        message: Some(format!("metainit removed {what}: {}", names.join(", "))),
+        message: Some(message),
         type_: Some("Normal".into()),
-        action: Some("Clear".into()),
+        action: Some(action.into()),
         source: Some(EventSource {
             component: Some(REPORTING_CONTROLLER.into()),
             host: Some(node.to_string()),

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod object;
 pub mod once;
 pub mod queue;
+pub mod release;
 pub mod setup;
 pub mod shutdown;
 pub mod status;

@@ -18,6 +18,11 @@ pub struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GateLabels {
+    pub gate: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CauseLabels {
     pub cause: String,
 }
@@ -43,9 +48,17 @@ pub struct Metrics {
     pub clear_latency: Histogram,
     pub event_failures: Counter,
     pub events_dropped: Counter,
+    pub gates_released: Family<GateLabels, Counter>,
+    pub gated_pods: Family<GateLabels, Gauge>,
+    pub gated_oldest: Family<GateLabels, Gauge>,
     /// Counts the objects pending now, from the stores, when scraped.
     pending_sources: std::sync::Mutex<Vec<PendingSource>>,
+    /// The watched gates and the unbound pods, read when scraped.
+    gated_source: std::sync::Mutex<Option<(Vec<String>, PodsSource)>>,
 }
+
+/// The pods of one store, for the gauges of watched gates.
+pub type PodsSource = Box<dyn Fn() -> Vec<std::sync::Arc<crate::object::Held>> + Send + Sync>;
 
 /// Counts pending objects in one store.
 pub type PendingSource = Box<dyn Fn() -> usize + Send + Sync>;
@@ -63,6 +76,24 @@ impl Default for Metrics {
         );
         let event_failures = Counter::default();
         let events_dropped = Counter::default();
+        let gates_released = Family::<GateLabels, Counter>::default();
+        let gated_pods = Family::<GateLabels, Gauge>::default();
+        let gated_oldest = Family::<GateLabels, Gauge>::default();
+        registry.register(
+            "gates_released",
+            "Scheduling gates released by a --release-gate rule, by gate",
+            gates_released.clone(),
+        );
+        registry.register(
+            "gated_pods",
+            "Unbound pods held by a watched gate now (--watch-gates, --release-gate)",
+            gated_pods.clone(),
+        );
+        registry.register(
+            "gated_oldest_seconds",
+            "Age of the oldest unbound pod held by a watched gate now; 0 if none",
+            gated_oldest.clone(),
+        );
         registry.register(
             "objects_cleared",
             "Objects whose initializers or gates were cleared",
@@ -130,7 +161,11 @@ impl Default for Metrics {
             clear_latency,
             event_failures,
             events_dropped,
+            gates_released,
+            gated_pods,
+            gated_oldest,
             pending_sources: std::sync::Mutex::default(),
+            gated_source: std::sync::Mutex::default(),
         }
     }
 }
@@ -177,8 +212,62 @@ impl Metrics {
             .push(source);
     }
 
+    /// A gate released by a rule.
+    pub fn released(&self, gate: &str) {
+        self.gates_released
+            .get_or_create(&GateLabels { gate: gate.into() })
+            .inc();
+    }
+
+    /// Watches `gates` in the pods `source` gives, for `metainit_gated_pods` and
+    /// `metainit_gated_oldest_seconds`; each starts at 0, and so does the released count
+    /// of each gate of a rule (`released`).
+    pub fn gated_from(&self, gates: Vec<String>, released: &[String], source: PodsSource) {
+        for gate in &gates {
+            let labels = GateLabels { gate: gate.clone() };
+            drop(self.gated_pods.get_or_create(&labels));
+            drop(self.gated_oldest.get_or_create(&labels));
+        }
+        for gate in released {
+            drop(
+                self.gates_released
+                    .get_or_create(&GateLabels { gate: gate.clone() }),
+            );
+        }
+        *self.gated_source.lock().unwrap_or_else(|p| p.into_inner()) = Some((gates, source));
+    }
+
+    fn count_gated(&self) {
+        let source = self.gated_source.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((gates, pods)) = source.as_ref() else {
+            return;
+        };
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let mut counts: std::collections::HashMap<&str, (i64, i64)> =
+            gates.iter().map(|g| (g.as_str(), (0, 0))).collect();
+        for pod in pods() {
+            // A gated pod is never bound; a terminating one is on its way out.
+            if pod.is_terminating() || !pod.has_gates() {
+                continue;
+            }
+            let age = crate::release::age(&pod, now).map_or(0, |a| a.as_secs());
+            for gate in crate::release::gates(&pod) {
+                if let Some((n, oldest)) = counts.get_mut(gate.as_str()) {
+                    *n += 1;
+                    *oldest = (*oldest).max(i64::try_from(age).unwrap_or(i64::MAX));
+                }
+            }
+        }
+        for (gate, (n, oldest)) in counts {
+            let labels = GateLabels { gate: gate.into() };
+            self.gated_pods.get_or_create(&labels).set(n);
+            self.gated_oldest.get_or_create(&labels).set(oldest);
+        }
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
+        self.count_gated();
         let sources = self
             .pending_sources
             .lock()

@@ -178,11 +178,11 @@ impl Held {
     }
 
     /// Keeps only what the engine reads, for objects held in the watch's store for as long
-    /// as they are labelled: names, uid, version, deletion, the one label, and the blockers.
+    /// as they are watched: names, uid, version, creation (a gate's age), deletion, the one
+    /// label, and the blockers.
     pub fn trim(&mut self, label_key: &str) {
         let m = &mut self.metadata.meta;
         m.owner_references = None;
-        m.creation_timestamp = None;
         if let Some(value) = m.labels.take().and_then(|mut l| l.remove(label_key)) {
             self.metadata.kept_label = Some((label_key.to_string(), value));
         }
@@ -298,6 +298,7 @@ mod tests {
             json!({
                 "metadata": {
                     "name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                    "creationTimestamp": "2026-01-01T00:00:00Z",
                     "deletionTimestamp": "2026-01-02T00:00:00Z",
                     "initializers": {"pending": [{"name": "a.example.com"}]}
                 },

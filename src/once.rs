@@ -42,7 +42,7 @@ pub struct Summary {
 impl Summary {
     fn add(&mut self, result: &Result<Done, Failure>) {
         match result {
-            Ok(Done::Cleared(_)) => self.cleared += 1,
+            Ok(Done::Cleared(_) | Done::Released(_)) => self.cleared += 1,
             Ok(Done::WouldClear(_)) => self.would_clear += 1,
             Ok(Done::Left(Leave::NotPending)) => self.already_clear += 1,
             Ok(Done::Left(_)) => self.left_alone += 1,

@@ -52,6 +52,14 @@ pub async fn clearers(
     let (client, url) = (&conn.client, conn.url.as_str());
     let mode = discovery::choose_mode(client, url, args.common.mode, deadline).await?;
     conn.legacy.set(mode == Mode::Initializers);
+    if let Some(flag) = args.gate_flag()
+        && mode == Mode::Initializers
+    {
+        return Err(crate::cli::gates_only(
+            flag,
+            "the server's version (--mode auto)",
+        ));
+    }
     if mode == Mode::SchedulingGates {
         crate::cli::gates_need_pods(&resources)?;
     }

@@ -20,6 +20,7 @@ use crate::{
     cli::{Output, StatusArgs},
     discovery::{self, Target},
     object::{Held, Kind},
+    release::Rules,
 };
 
 /// One held object.
@@ -35,6 +36,10 @@ pub struct Row {
     pub labelled: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// With `--release-gate`: the rule that will release this pod and when ("GATE=AGE in
+    /// 12m", "GATE=AGE now"); `None` if no rule will.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -45,6 +50,9 @@ pub struct Report {
     pub items: Vec<Row>,
     /// How many objects each name holds back.
     pub by_name: BTreeMap<String, usize>,
+    /// The `--release-gate` rules the `release` of each row is computed with.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub release_rules: Vec<String>,
 }
 
 /// What `status` says when a signal stops it.
@@ -119,11 +127,28 @@ pub fn over_age(rows: &[&Row], max: Duration) -> String {
 async fn report(args: &StatusArgs) -> Result<Report> {
     let common = &args.common;
     let label_key = args.label_key()?;
+    args.rules.check()?;
+    if !args.rules.release_gate.is_empty() && common.mode == crate::cli::ModeArg::Initializers {
+        return Err(crate::cli::gates_only(
+            "--release-gate",
+            "--mode initializers",
+        ));
+    }
+    let rules = Rules {
+        rules: args.rules.release_gate.clone(),
+        exclude: args.rules.exclude_namespace.clone(),
+    };
     let conn = crate::setup::connect(common, None).await?;
     let (client, url) = (conn.client, conn.url);
     let deadline = Some(common.timeout);
     let mode = discovery::choose_mode(&client, &url, common.mode, deadline).await?;
     conn.legacy.set(mode == Mode::Initializers);
+    if !rules.is_empty() && mode == Mode::Initializers {
+        return Err(crate::cli::gates_only(
+            "--release-gate",
+            "the server's version (--mode auto)",
+        ));
+    }
     let targets = match mode {
         Mode::SchedulingGates => vec![
             discovery::resolve(&client, &url, &crate::cli::ResourceSpec::pods(), deadline).await?,
@@ -145,7 +170,11 @@ async fn report(args: &StatusArgs) -> Result<Report> {
             {
                 continue;
             }
-            items.push(row(&target.resource, &obj, blocked_by, &label_key, now));
+            let mut row = row(&target.resource, &obj, blocked_by, &label_key, now);
+            if !row.labelled {
+                row.release = releases(&rules, &obj, now);
+            }
+            items.push(row);
         }
     }
     items.sort_by(|a, b| {
@@ -164,7 +193,27 @@ async fn report(args: &StatusArgs) -> Result<Report> {
         label_key,
         items,
         by_name,
+        release_rules: rules.rules.iter().map(ToString::to_string).collect(),
     })
+}
+
+/// The rule that releases an unlabelled pod first, and when: "GATE=AGE in 12m", or
+/// "GATE=AGE now" once due (within --release-rate).
+pub fn releases(rules: &Rules, obj: &Held, now: Timestamp) -> Option<String> {
+    if !rules.applies(obj) {
+        return None;
+    }
+    let age = crate::release::age(obj, now)?;
+    crate::release::gates(obj)
+        .iter()
+        .filter_map(|g| rules.rules.iter().find(|r| &r.gate == g))
+        .min_by_key(|r| r.after)
+        .map(
+            |r| match r.after.checked_sub(age).filter(|w| !w.is_zero()) {
+                Some(wait) => format!("{r} in {}", human_age(wait.as_secs().max(1))),
+                None => format!("{r} now"),
+            },
+        )
 }
 
 fn init_failed(obj: &Held) -> bool {
@@ -198,6 +247,7 @@ fn row(
         blocked_by,
         labelled: obj.has_label(label_key),
         owner,
+        release: None,
     }
 }
 
@@ -328,13 +378,16 @@ pub fn table(report: &Report) -> String {
     if report.items.is_empty() {
         return summary(report) + "\n";
     }
-    let mut rows = vec![
-        ["KIND", "NAME", "AGE", "BLOCKED BY", "LABELLED", "OWNER"]
-            .map(String::from)
-            .to_vec(),
-    ];
+    let with_release = !report.release_rules.is_empty();
+    let mut header = ["KIND", "NAME", "AGE", "BLOCKED BY", "LABELLED", "OWNER"]
+        .map(String::from)
+        .to_vec();
+    if with_release {
+        header.push("RELEASE".into());
+    }
+    let mut rows = vec![header];
     for r in &report.items {
-        rows.push(vec![
+        let mut row = vec![
             r.kind.clone(),
             match &r.namespace {
                 Some(ns) => format!("{ns}/{}", r.name),
@@ -344,9 +397,13 @@ pub fn table(report: &Report) -> String {
             r.blocked_by.join(","),
             if r.labelled { "yes" } else { "no" }.into(),
             r.owner.clone().unwrap_or_else(|| "<none>".into()),
-        ]);
+        ];
+        if with_release {
+            row.push(r.release.clone().unwrap_or_else(|| "-".into()));
+        }
+        rows.push(row);
     }
-    let widths: Vec<usize> = (0..6)
+    let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -443,6 +500,7 @@ mod tests {
                     blocked_by: vec!["kueue.x-k8s.io/admission".into()],
                     labelled: true,
                     owner: Some("ReplicaSet/kueue-controller-manager".into()),
+                    release: None,
                 },
                 Row {
                     kind: "Pod".into(),
@@ -452,12 +510,14 @@ mod tests {
                     blocked_by: vec!["kueue.x-k8s.io/admission".into(), "example.com/b".into()],
                     labelled: false,
                     owner: None,
+                    release: None,
                 },
             ],
             by_name: BTreeMap::from([
                 ("example.com/b".into(), 1),
                 ("kueue.x-k8s.io/admission".into(), 2),
             ]),
+            release_rules: Vec::new(),
         };
         let t = table(&report);
         let lines: Vec<&str> = t.lines().collect();

@@ -40,10 +40,22 @@ use crate::{
     object::{Held, Kind},
 };
 
+/// Which objects the server sends.
+#[derive(Clone, Debug)]
+pub enum Selector {
+    /// The objects that carry the label key.
+    Labelled,
+    /// Every pod not bound to a node (`spec.nodeName=`), labelled or not: the scope of the
+    /// release rules. A gated pod is never bound, so no labelled gated pod is missed, and
+    /// the cluster's running pods are never sent.
+    Unbound,
+}
+
 /// One watched resource.
 pub struct Watch {
     pub api: Api<Held>,
     pub label_key: String,
+    pub selector: Selector,
     /// How the user named the resource, for logs.
     pub resource: String,
     pub resync: Duration,
@@ -153,8 +165,14 @@ impl Watch {
     }
 }
 
+/// The field selector of unbound pods.
+pub const UNBOUND: &str = "spec.nodeName=";
+
 fn start(w: &Watch) -> BoxStream<'static, watcher::Result<watcher::Event<Held>>> {
-    let config = watcher::Config::default().labels(&w.label_key);
+    let config = match w.selector {
+        Selector::Labelled => watcher::Config::default().labels(&w.label_key),
+        Selector::Unbound => watcher::Config::default().fields(UNBOUND),
+    };
     watcher(w.api.clone(), config).default_backoff().boxed()
 }
 
@@ -241,7 +259,14 @@ impl State {
                 None
             }
             watcher::Event::InitDone => {
-                info!(resource = %w.resource, labelled = self.listed, label_key = %w.label_key, "listed; watching");
+                match w.selector {
+                    Selector::Labelled => {
+                        info!(resource = %w.resource, labelled = self.listed, label_key = %w.label_key, "listed; watching")
+                    }
+                    Selector::Unbound => {
+                        info!(resource = %w.resource, unbound = self.listed, field_selector = UNBOUND, "listed; watching")
+                    }
+                }
                 w.health.synced(self.index);
                 self.replay = self.store.state();
                 None
@@ -275,7 +300,11 @@ impl State {
         self.resync_at
             .as_mut()
             .reset(tokio::time::Instant::now() + w.resync);
-        let probe = ListParams::default().labels(&w.label_key).limit(1);
+        let probe = match w.selector {
+            Selector::Labelled => ListParams::default().labels(&w.label_key),
+            Selector::Unbound => ListParams::default().fields(UNBOUND),
+        }
+        .limit(1);
         if let Ok(list) = w.api.list(&probe).await
             && let Some(now) = list
                 .metadata

@@ -95,13 +95,19 @@ pub fn pointer_segment(s: &str) -> String {
     s.replace('~', "~0").replace('/', "~1")
 }
 
-/// Prepends `test` operations on the uid and on the label as seen to a clearing patch.
+/// Prepends a `test` of the uid as seen to a patch (for a release, where no label is read).
+pub fn guard_uid(obj: &Held, patch: Value) -> Value {
+    guarded(obj, "", patch)
+}
+
+/// Prepends `test` operations on the uid and on the label as seen to a clearing patch
+/// (no label test for an empty `label_key`).
 fn guarded(obj: &Held, label_key: &str, patch: Value) -> Value {
     let mut ops = Vec::with_capacity(4);
     if let Some(uid) = obj.uid() {
         ops.push(json!({"op": "test", "path": "/metadata/uid", "value": uid}));
     }
-    if let Some(value) = obj.label(label_key) {
+    if let Some(value) = obj.label(label_key).filter(|_| !label_key.is_empty()) {
         ops.push(json!({
             "op": "test",
             "path": format!("/metadata/labels/{}", pointer_segment(label_key)),

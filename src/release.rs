@@ -1,0 +1,424 @@
+//! Orphaned gates: `--release-gate NAME=AGE` removes gate NAME from any unbound pod in
+//! scope older than AGE (gates are set only at creation, so the pod's age is the gate's),
+//! that gate only, at most `--release-rate` across the process. What is decided here is
+//! pure (`verdict`, `patch`); the pacing is a reservation per pod, so a pod waiting for its
+//! slot waits in the work queue's timers, not in a worker.
+
+use std::{collections::HashMap, sync::Mutex, time::Duration};
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::{
+    blocker::{self, Decision},
+    cli::{Rate, ReleaseRule},
+    object::Held,
+};
+
+/// The rules in force, and where they do not apply.
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    pub rules: Vec<ReleaseRule>,
+    pub exclude: Vec<String>,
+}
+
+/// One gate due to go, with its pod's age and the rule that lets it go.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Due {
+    pub gate: String,
+    pub age: Duration,
+    pub rule: ReleaseRule,
+}
+
+/// What the rules say of one pod now.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// No rule applies (no gate of a rule, excluded, bound, terminating, no creation time).
+    None,
+    /// These gates are due (a gate of another rule not due yet is looked at again after
+    /// the patch, when the pod's next state arrives).
+    Due(Vec<Due>),
+    /// The first of its gates is due in this long.
+    Later(Duration),
+}
+
+impl Rules {
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    fn rule(&self, gate: &str) -> Option<&ReleaseRule> {
+        self.rules.iter().find(|r| r.gate == gate)
+    }
+
+    /// Whether the pod is for the rules at all: unbound, not terminating, in scope, with
+    /// a gate some rule names (due or not). The watch's filter, on every event.
+    pub fn applies(&self, pod: &Held) -> bool {
+        !self.is_empty()
+            && in_scope(pod, &self.exclude)
+            && gates(pod).iter().any(|g| self.rule(g).is_some())
+    }
+
+    /// What the rules say of `pod` at `now`. A pod without a creation time is never
+    /// released: its age is unknown, and nothing must go early.
+    pub fn verdict(&self, pod: &Held, now: Timestamp) -> Verdict {
+        if self.is_empty() || !in_scope(pod, &self.exclude) {
+            return Verdict::None;
+        }
+        let Some(age) = age(pod, now) else {
+            return Verdict::None;
+        };
+        let mut due = Vec::new();
+        let mut later: Option<Duration> = None;
+        for gate in gates(pod) {
+            let Some(rule) = self.rule(&gate) else {
+                continue;
+            };
+            if age >= rule.after {
+                due.push(Due {
+                    gate,
+                    age,
+                    rule: rule.clone(),
+                });
+            } else {
+                let wait = rule.after - age;
+                later = Some(later.map_or(wait, |l| l.min(wait)));
+            }
+        }
+        match (due.is_empty(), later) {
+            (false, _) => Verdict::Due(due),
+            (true, Some(wait)) => Verdict::Later(wait),
+            (true, None) => Verdict::None,
+        }
+    }
+}
+
+/// Unbound, not terminating, in a namespace the rules cover.
+fn in_scope(pod: &Held, exclude: &[String]) -> bool {
+    let bound = pod
+        .spec
+        .as_ref()
+        .is_some_and(|s| s.node_name.as_deref().is_some_and(|n| !n.is_empty()));
+    !bound
+        && !pod.is_terminating()
+        && pod
+            .namespace()
+            .is_none_or(|ns| !exclude.iter().any(|e| e == ns))
+}
+
+/// The pod's gate names.
+pub fn gates(pod: &Held) -> Vec<String> {
+    blocker::names(pod.scheduling_gates().as_ref())
+}
+
+/// How old the pod is at `now`, by its `creationTimestamp`.
+pub fn age(pod: &Held, now: Timestamp) -> Option<Duration> {
+    let created = pod.metadata.meta.creation_timestamp.as_ref()?.0;
+    let secs = now.as_second().saturating_sub(created.as_second());
+    Some(Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
+}
+
+/// The patch that removes the due gates and keeps every other one: the uid and the gates
+/// as seen are tested first, so a pod re-created under the same name, or whose gates
+/// changed meanwhile, is not touched (the newest state is looked at again).
+pub fn patch(pod: &Held, due: &[Due]) -> Option<Value> {
+    let names: Vec<String> = due.iter().map(|d| d.gate.clone()).collect();
+    match blocker::gates::decide(pod, &names) {
+        Decision::Clear { patch, .. } => Some(blocker::guard_uid(pod, patch)),
+        Decision::Leave(_) => None,
+    }
+}
+
+/// `--release-rate`: releases spaced `every` apart across the process. A pod whose turn
+/// is later holds a reservation until it comes back for it.
+pub struct Pace {
+    every: Duration,
+    state: Mutex<PaceState>,
+}
+
+struct PaceState {
+    /// When the next free slot is.
+    next: Instant,
+    /// Reservations by pod (`namespace/name`): its slot.
+    held: HashMap<String, Instant>,
+}
+
+impl Pace {
+    pub fn new(rate: Rate) -> Pace {
+        Pace {
+            every: rate.every,
+            state: Mutex::new(PaceState {
+                next: Instant::now(),
+                held: HashMap::new(),
+            }),
+        }
+    }
+
+    /// A slot for `key`: `Ok` to release now, or how long until its reserved slot.
+    pub fn slot(&self, key: &str, now: Instant) -> Result<(), Duration> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = s.held.get(key).copied() {
+            if at <= now {
+                s.held.remove(key);
+                return Ok(());
+            }
+            return Err(at - now);
+        }
+        let at = s.next.max(now);
+        s.next = at + self.every;
+        if at <= now {
+            return Ok(());
+        }
+        s.held.insert(key.to_string(), at);
+        Err(at - now)
+    }
+
+    /// Drops the reservation of a pod that no longer needs it (deleted, released by its
+    /// owner). Its slot is not given to another: the pace only ever slows down.
+    pub fn forget(&self, key: &str) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.held.remove(key);
+    }
+}
+
+/// Dry run: what was said of each pod, so that each is reported once, not at every event.
+#[derive(Default)]
+pub struct Said(Mutex<HashMap<String, (Option<String>, bool)>>);
+
+impl Said {
+    /// Whether this (pod, uid, due) is new to the log.
+    pub fn first(&self, key: &str, uid: Option<&str>, due: bool) -> bool {
+        let mut said = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let now = (uid.map(str::to_string), due);
+        if said.get(key) == Some(&now) {
+            return false;
+        }
+        said.insert(key.to_string(), now);
+        true
+    }
+}
+
+/// What the daemon's work on unlabelled pods needs: the rules, the pace, and in a dry run
+/// what was said already.
+pub struct Releaser {
+    pub rules: Rules,
+    pub pace: Pace,
+    pub said: Said,
+}
+
+/// `12m`, `1h5m`: a wait as `status` and the logs show it.
+pub fn human(d: Duration) -> String {
+    crate::status::human_age(d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rules(rules: &[(&str, u64)], exclude: &[&str]) -> Rules {
+        Rules {
+            rules: rules
+                .iter()
+                .map(|(g, s)| ReleaseRule {
+                    gate: g.to_string(),
+                    after: Duration::from_secs(*s),
+                })
+                .collect(),
+            exclude: exclude.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn pod(ns: &str, created: &str, gates: &[&str], node: Option<&str>, deleting: bool) -> Held {
+        let mut meta =
+            json!({"name": "p", "namespace": ns, "uid": "u-1", "creationTimestamp": created});
+        if deleting {
+            meta["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        let gates: Vec<Value> = gates.iter().map(|g| json!({"name": g})).collect();
+        let mut spec = json!({"schedulingGates": gates});
+        if let Some(n) = node {
+            spec["nodeName"] = json!(n);
+        }
+        crate::object::held(json!({"metadata": meta, "spec": spec}))
+    }
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn due(gate: &str, age: u64, after: u64) -> Due {
+        Due {
+            gate: gate.into(),
+            age: Duration::from_secs(age),
+            rule: ReleaseRule {
+                gate: gate.into(),
+                after: Duration::from_secs(after),
+            },
+        }
+    }
+
+    #[test]
+    fn verdicts() {
+        let r = rules(&[("a.io/x", 3600), ("b.io/y", 7200)], &["kube-system"]);
+        let now = at("2026-01-01T03:00:00Z");
+        let cases = [
+            (
+                "young",
+                pod("ns", "2026-01-01T02:30:00Z", &["a.io/x"], None, false),
+                Verdict::Later(Duration::from_secs(1800)),
+            ),
+            (
+                "exactly the age",
+                pod("ns", "2026-01-01T02:00:00Z", &["a.io/x"], None, false),
+                Verdict::Due(vec![due("a.io/x", 3600, 3600)]),
+            ),
+            (
+                "old, one gate of two rules due",
+                pod(
+                    "ns",
+                    "2026-01-01T01:30:00Z",
+                    &["b.io/y", "a.io/x"],
+                    None,
+                    false,
+                ),
+                Verdict::Due(vec![due("a.io/x", 5400, 3600)]),
+            ),
+            (
+                "old, both due",
+                pod(
+                    "ns",
+                    "2026-01-01T00:00:00Z",
+                    &["b.io/y", "other.io/z", "a.io/x"],
+                    None,
+                    false,
+                ),
+                Verdict::Due(vec![due("b.io/y", 10800, 7200), due("a.io/x", 10800, 3600)]),
+            ),
+            (
+                "young, the sooner rule counts",
+                pod(
+                    "ns",
+                    "2026-01-01T02:59:00Z",
+                    &["b.io/y", "a.io/x"],
+                    None,
+                    false,
+                ),
+                Verdict::Later(Duration::from_secs(3540)),
+            ),
+            (
+                "no gate of a rule",
+                pod("ns", "2026-01-01T00:00:00Z", &["other.io/z"], None, false),
+                Verdict::None,
+            ),
+            (
+                "excluded namespace",
+                pod(
+                    "kube-system",
+                    "2026-01-01T00:00:00Z",
+                    &["a.io/x"],
+                    None,
+                    false,
+                ),
+                Verdict::None,
+            ),
+            (
+                "bound",
+                pod("ns", "2026-01-01T00:00:00Z", &["a.io/x"], Some("n1"), false),
+                Verdict::None,
+            ),
+            (
+                "empty nodeName is unbound",
+                pod("ns", "2026-01-01T00:00:00Z", &["a.io/x"], Some(""), false),
+                Verdict::Due(vec![due("a.io/x", 10800, 3600)]),
+            ),
+            (
+                "terminating",
+                pod("ns", "2026-01-01T00:00:00Z", &["a.io/x"], None, true),
+                Verdict::None,
+            ),
+            (
+                "created in the future (clock skew)",
+                pod("ns", "2026-01-01T04:00:00Z", &["a.io/x"], None, false),
+                Verdict::Later(Duration::from_secs(3600)),
+            ),
+        ];
+        for (what, p, want) in cases {
+            assert_eq!(r.verdict(&p, now), want, "{what}");
+            assert_eq!(r.applies(&p), want != Verdict::None, "{what}: applies");
+        }
+        let no_time = crate::object::held(json!({"metadata": {"name": "p", "namespace": "ns"},
+                                                  "spec": {"schedulingGates": [{"name": "a.io/x"}]}}));
+        assert_eq!(
+            r.verdict(&no_time, now),
+            Verdict::None,
+            "no creation time: never"
+        );
+        assert_eq!(rules(&[], &[]).verdict(&no_time, now), Verdict::None);
+    }
+
+    #[test]
+    fn the_patch_removes_the_due_gates_only_and_tests_uid_and_gates() {
+        let p = pod(
+            "ns",
+            "2026-01-01T00:00:00Z",
+            &["b.io/y", "other.io/z", "a.io/x"],
+            None,
+            false,
+        );
+        let seen = json!([{"name": "b.io/y"}, {"name": "other.io/z"}, {"name": "a.io/x"}]);
+        assert_eq!(
+            patch(&p, &[due("a.io/x", 1, 1)]),
+            Some(json!([
+                {"op": "test", "path": "/metadata/uid", "value": "u-1"},
+                {"op": "test", "path": "/spec/schedulingGates", "value": seen},
+                {"op": "replace", "path": "/spec/schedulingGates", "value": [{"name": "b.io/y"}, {"name": "other.io/z"}]}
+            ]))
+        );
+        let one = pod("ns", "2026-01-01T00:00:00Z", &["a.io/x"], None, false);
+        assert_eq!(
+            patch(&one, &[due("a.io/x", 1, 1)]),
+            Some(json!([
+                {"op": "test", "path": "/metadata/uid", "value": "u-1"},
+                {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": "a.io/x"}]},
+                {"op": "remove", "path": "/spec/schedulingGates"}
+            ]))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_pace_spaces_releases_and_keeps_each_reservation() {
+        let pace = Pace::new(crate::cli::parse_rate("60/m").unwrap());
+        let t0 = Instant::now();
+        assert_eq!(pace.slot("a", t0), Ok(()), "the first goes at once");
+        assert_eq!(pace.slot("b", t0), Err(Duration::from_secs(1)));
+        assert_eq!(pace.slot("c", t0), Err(Duration::from_secs(2)));
+        // b asks again early: same slot, not a new one.
+        assert_eq!(
+            pace.slot("b", t0 + Duration::from_millis(500)),
+            Err(Duration::from_millis(500))
+        );
+        assert_eq!(pace.slot("b", t0 + Duration::from_secs(1)), Ok(()));
+        // c's reservation dropped: its slot is not reused, the next one is after it.
+        pace.forget("c");
+        assert_eq!(
+            pace.slot("d", t0 + Duration::from_secs(1)),
+            Err(Duration::from_secs(2))
+        );
+        // After a quiet spell the next goes at once: no burst is saved up.
+        let later = t0 + Duration::from_secs(100);
+        assert_eq!(pace.slot("e", later), Ok(()));
+        assert_eq!(pace.slot("f", later), Err(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn said_once_per_pod_uid_and_state() {
+        let said = Said::default();
+        assert!(said.first("ns/p", Some("u"), false));
+        assert!(!said.first("ns/p", Some("u"), false));
+        assert!(said.first("ns/p", Some("u"), true));
+        assert!(!said.first("ns/p", Some("u"), true));
+        assert!(said.first("ns/p", Some("v"), true), "re-created");
+    }
+}
