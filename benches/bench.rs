@@ -21,7 +21,7 @@ mod wire;
 use std::{fmt::Write as _, time::Duration};
 
 use bed::{Generation, Memory};
-use scenarios::{Burst, Latency, Selection, Size, Startup};
+use scenarios::{Burst, Gated, Latency, Selection, Size, Startup};
 
 /// How much of everything.
 struct Plan {
@@ -34,7 +34,9 @@ struct Plan {
     labelled_objects: usize,
     unlabelled_objects: usize,
     selection_objects: usize,
-    /// `METAINIT_BENCH_ONLY=latency,burst,memory,startup,selection,size`: a subset.
+    /// Figure 7: gated pods waiting for their age; as many bound pods churned.
+    gated_objects: usize,
+    /// `METAINIT_BENCH_ONLY=latency,burst,memory,startup,selection,gates,size`: a subset.
     only: Option<Vec<String>>,
 }
 
@@ -55,6 +57,7 @@ impl Plan {
                 labelled_objects: 100,
                 unlabelled_objects: 2_000,
                 selection_objects: 500,
+                gated_objects: 500,
                 only: None,
             }
         } else {
@@ -67,6 +70,7 @@ impl Plan {
                 labelled_objects: 1_000,
                 unlabelled_objects: 100_000,
                 selection_objects: 10_000,
+                gated_objects: 10_000,
                 only: None,
             }
         };
@@ -101,6 +105,7 @@ struct Runs {
     unlabelled: Vec<Memory>,
     startup: Vec<Startup>,
     selection: Vec<Selection>,
+    gated: Vec<Gated>,
 }
 
 fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> T {
@@ -191,6 +196,9 @@ async fn measure_generation(plan: &Plan, generation: Generation) -> Runs {
             if plan.runs("selection") {
                 runs.selection
                     .push(scenarios::selection(generation, plan.selection_objects).await);
+            }
+            if plan.runs("gates") && generation == Generation::Modern {
+                runs.gated.push(scenarios::gated(plan.gated_objects).await);
             }
             if plan.runs("memory") {
                 runs.idle.push(scenarios::memory_idle(generation).await);
@@ -366,6 +374,34 @@ fn table(plan: &Plan, all: &[(Generation, Runs)], size: Option<&Size>) -> String
                 t,
                 "| 5 | bytes reaching metainit in that window ({bookmarks} bookmarks = {bookkeeping} B with chunk framing; other {other} B; {requests} requests sent; an unselected watch got {ref_bytes} B) | {mode} | {bytes} B | | | bookmarks only | {} |",
                 met(other == 0 && bytes == bookkeeping && requests == 0)
+            );
+        }
+        if !r.gated.is_empty() {
+            let n = plan.gated_objects;
+            let idle = median_by(&r.gated, |g| g.idle.peak_kib);
+            let held = median_by(&r.gated, |g| g.held.peak_kib);
+            let held_now = median_by(&r.gated, |g| g.held.now_kib);
+            let per_pod = (held as f64 - idle as f64) * 1024.0 / n as f64;
+            let _ = writeln!(
+                t,
+                "| 7 | orphaned gates: peak RSS with {n} unbound gated pods, each on a timer (`--release-gate G=24h`; VmRSS {}) | {mode} | {} | idle with the flag {} | {:+.1} MiB ({per_pod:.0} B/pod) | grows with unbound pods only | |",
+                mib(held_now),
+                mib(held),
+                mib(idle),
+                (held as f64 - idle as f64) / 1024.0
+            );
+            let events = median_by(&r.gated, |g| g.churn.events);
+            let bytes = median_by(&r.gated, |g| g.churn.bytes);
+            let bookkeeping =
+                median_by(&r.gated, |g| g.churn.bookmark_bytes + g.churn.framing_bytes);
+            let all_events = median_by(&r.gated, |g| g.churn_all.events);
+            let all_bytes = median_by(&r.gated, |g| g.churn_all.bytes);
+            let window = median_by(&r.gated, |g| g.churn_window);
+            let _ = writeln!(
+                t,
+                "| 7 | orphaned gates: watch events and bytes reaching metainit while {n} bound pods are created, relabelled and deleted ({} window; a watch of all pods got {all_events} events, {all_bytes} B) | {mode} | {events} events, {bytes} B ({bookkeeping} B bookmarks and framing) | | | 0 events | {} |",
+                ms(window),
+                met(events == 0)
             );
         }
     }

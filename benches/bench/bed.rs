@@ -116,6 +116,32 @@ impl Bed {
             .unwrap_or_else(|e| panic!("cannot create {name}: {e}"));
     }
 
+    /// Creates a running pod: bound to a node, never gated (a real server refuses gates
+    /// with `nodeName`).
+    pub fn create_bound(&self, name: &str) {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "bench"}},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "registry.example/c:1"}]}
+        });
+        self.double
+            .create("pods", NAMESPACE, pod)
+            .unwrap_or_else(|e| panic!("cannot create {name}: {e}"));
+    }
+
+    /// Changes a pod's labels, as a controller does.
+    pub fn relabel(&self, name: &str) {
+        self.double
+            .patch(
+                "pods",
+                NAMESPACE,
+                name,
+                "application/merge-patch+json",
+                &json!({"metadata": {"labels": {"rev": "2"}}}),
+            )
+            .unwrap_or_else(|e| panic!("cannot patch {name}: {e}"));
+    }
+
     pub fn delete(&self, name: &str) {
         self.double
             .delete("pods", NAMESPACE, name)
@@ -241,6 +267,11 @@ impl Metainit {
     /// Starts metainit on `kubeconfig` with `--mode MODE`, the default log level and an
     /// ephemeral admin port; `SystemTime` is read just before the spawn.
     pub fn spawn(kubeconfig: &Path, mode: &str, log: &Path) -> Metainit {
+        Metainit::spawn_with(kubeconfig, mode, log, &[])
+    }
+
+    /// `spawn` with more arguments.
+    pub fn spawn_with(kubeconfig: &Path, mode: &str, log: &Path, extra: &[&str]) -> Metainit {
         let file = std::fs::File::create(log).expect("log file");
         let err = file.try_clone().expect("log file");
         // `METAINIT_BENCH_WRAPPER="valgrind --tool=callgrind"` runs metainit under a
@@ -258,6 +289,7 @@ impl Metainit {
         cmd.arg("--kubeconfig")
             .arg(kubeconfig)
             .args(["--admin-addr", "127.0.0.1:0", "--mode", mode])
+            .args(extra)
             .env_remove("KUBECONFIG")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())

@@ -10,7 +10,7 @@ use std::{
 };
 
 use crate::{
-    bed::{Bed, Generation, Memory, Metainit, metainit_bin, until},
+    bed::{Bed, GATE, Generation, Memory, Metainit, metainit_bin, until},
     wire::{Conn, Proxy, RawWatch, Tally},
 };
 
@@ -484,5 +484,93 @@ pub fn size(build: bool) -> Size {
             }
         ),
         ca_bytes,
+    }
+}
+
+/// Figure 7: orphaned gates (`--release-gate`), scheduling-gates mode only.
+pub struct Gated {
+    /// Idle with the flag: synced on an empty server.
+    pub idle: Memory,
+    /// With `n` unlabelled gated pods whose gate's age is a day away: each stored, each
+    /// on a timer.
+    pub held: Memory,
+    /// What reached metainit while `n` bound pods were created, changed and deleted.
+    pub churn: Tally,
+    /// What a watch of all pods received in the same window.
+    pub churn_all: Tally,
+    pub churn_window: Duration,
+}
+
+/// Figure 7: memory with `n` gated pods waiting for their age, and what `n` running pods'
+/// churn costs a metainit that watches unbound pods.
+pub async fn gated(n: usize) -> Gated {
+    let rule = format!("{GATE}=24h");
+    let flags = ["--release-gate", rule.as_str()];
+    let mode = Generation::Modern.mode();
+    let bed = Bed::start(Generation::Modern).await;
+    let mut m = Metainit::spawn_with(
+        &bed.kubeconfig,
+        mode,
+        &bed.dir.path().join("gated-idle.log"),
+        &flags,
+    );
+    bed.watching(m.spawned, &mut m).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let idle = m.memory();
+    no_problems(&m, "gated idle");
+    m.stop().await;
+
+    for i in 0..n {
+        bed.create(&format!("gated-{i}"), false);
+    }
+    let mut m = Metainit::spawn_with(
+        &bed.kubeconfig,
+        mode,
+        &bed.dir.path().join("gated.log"),
+        &flags,
+    );
+    bed.watching(m.spawned, &mut m).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let held = m.memory();
+    no_problems(&m, "gated");
+    m.stop().await;
+
+    let bed = Bed::start(Generation::Modern).await;
+    let proxy = Proxy::start(bed.double.addr()).await.expect("proxy starts");
+    let kubeconfig = bed.kubeconfig_for(&format!("http://{}", proxy.addr));
+    let mut m = Metainit::spawn_with(&kubeconfig, mode, &bed.dir.path().join("churn.log"), &flags);
+    bed.watching(m.spawned, &mut m).await;
+    let query = format!(
+        "/api/v1/pods?watch=true&allowWatchBookmarks=true&resourceVersion={}",
+        bed.double.resource_version()
+    );
+    let all = RawWatch::start(bed.double.addr(), &query)
+        .await
+        .expect("raw watch starts");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (seen_before, all_before) = (proxy.tally(), all.tally());
+    let start = Instant::now();
+    let names: Vec<String> = (0..n).map(|i| format!("running-{i}")).collect();
+    for name in &names {
+        bed.create_bound(name);
+    }
+    for name in &names {
+        bed.relabel(name);
+    }
+    for name in &names {
+        bed.delete(name);
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let churn = proxy.tally().since(&seen_before);
+    let churn_all = all.tally().since(&all_before);
+    let churn_window = start.elapsed();
+    no_problems(&m, "churn");
+    m.stop().await;
+    Gated {
+        idle,
+        held,
+        churn,
+        churn_all,
+        churn_window,
     }
 }
