@@ -147,7 +147,7 @@ async fn only_the_named_gate_goes_only_from_pods_old_enough_and_nothing_else_is_
     );
     metainit
         .logged("the release line of young", |l| {
-            l.contains("released an orphaned gate") && l.contains("default/young")
+            l.contains(msg::RELEASED) && l.contains("default/young")
         })
         .await;
 
@@ -177,7 +177,12 @@ async fn only_the_named_gate_goes_only_from_pods_old_enough_and_nothing_else_is_
     assert_eq!(gates_in(&bed, "default", "other"), [KEEP]);
     assert_eq!(gates_in(&bed, "excluded", "old"), [A]);
 
-    // The watch asked for unbound pods only, never by label.
+    // The watch asked for unbound pods only, never by label, and says so at start-up.
+    metainit
+        .logged("the start-up line", |l| {
+            l.contains(msg::WATCHING_UNBOUND) && l.contains(&format!("release_gates={A}=1m,{B}=1h"))
+        })
+        .await;
     for r in bed
         .double
         .requests()
@@ -300,14 +305,14 @@ async fn dry_run_says_what_goes_and_when_and_writes_nothing() {
     let metainit = bed.metainit(&["--release-gate", &format!("{A}=1h"), "--dry-run"]);
     metainit
         .logged("the dry-run line of old", |l| {
-            l.contains("dry run: would release an orphaned gate now")
+            l.contains(msg::WOULD_RELEASE_NOW)
                 && l.contains("default/old")
                 && l.contains(&format!("rule={A}=1h"))
         })
         .await;
     metainit
         .logged("the dry-run line of young", |l| {
-            l.contains("dry run: would release a gate when its pod is old enough")
+            l.contains(msg::WOULD_RELEASE_LATER)
                 && l.contains("default/young")
                 && l.contains("releases_in=59m")
         })
@@ -420,7 +425,7 @@ async fn bad_rules_and_flags_exit_2_saying_what_to_fix() {
             vec!["--release-gate", "a.io/x=soon"],
             "a duration is a number",
         ),
-        (vec!["--release-gate", "a.io/x=0s"], "label them instead"),
+        (vec!["--release-gate", "a.io/x=0s"], msg::ZERO_AGE),
         (
             vec!["--release-gate", "Bad Name=1h"],
             "is not a scheduling gate name",
@@ -429,14 +434,8 @@ async fn bad_rules_and_flags_exit_2_saying_what_to_fix() {
             vec!["--release-gate", &rule, "--release-gate", &again],
             "twice",
         ),
-        (
-            vec!["--exclude-namespace", "x"],
-            "--exclude-namespace only limits --release-gate",
-        ),
-        (
-            vec!["--release-rate", "60/m"],
-            "--release-rate has no effect without --release-gate",
-        ),
+        (vec!["--exclude-namespace", "x"], msg::EXCLUDE_WITHOUT_RULE),
+        (vec!["--release-rate", "60/m"], msg::RATE_WITHOUT_RULE),
         (
             vec!["--release-gate", &rule, "--release-rate", "0/m"],
             "a rate of 0",
@@ -445,7 +444,10 @@ async fn bad_rules_and_flags_exit_2_saying_what_to_fix() {
             vec!["--release-gate", &rule, "--release-rate", "60/d"],
             "N/s, N/m or N/h",
         ),
-        (vec!["--release-gate", &rule, "--once"], "needs the watcher"),
+        (
+            vec!["--release-gate", &rule, "--once"],
+            msg::RULE_NEEDS_WATCHER,
+        ),
         (
             vec!["--release-gate", &rule, "--mode", "initializers"],
             "--mode initializers means initializers",
@@ -455,10 +457,7 @@ async fn bad_rules_and_flags_exit_2_saying_what_to_fix() {
             "--watch-gates works on scheduling gates",
         ),
         // Against a 1.13 server, `auto` finds initializers.
-        (
-            vec!["--release-gate", &rule],
-            "the server's version (--mode auto) means initializers",
-        ),
+        (vec!["--release-gate", &rule], msg::AUTO_MEANS_INITIALIZERS),
     ];
     for (args, want) in cases {
         let mut all = vec![

@@ -388,6 +388,17 @@ pub mod msg {
     pub const RESTARTS_AT_ZERO: &str = r#"metainit_watch_restarts_total{cause="list_failed"} 0"#;
     pub const CLEARED_AT_ZERO: &str =
         r#"metainit_objects_cleared_total{mode="scheduling-gates",resource="pods"} 0"#;
+    pub const RELEASED: &str = "released an orphaned gate";
+    pub const WOULD_RELEASE_NOW: &str = "dry run: would release an orphaned gate now";
+    pub const WOULD_RELEASE_LATER: &str =
+        "dry run: would release a gate when its pod is old enough";
+    pub const WATCHING_UNBOUND: &str = "watching every unbound pod for its gates";
+    pub const RULE_NEEDS_WATCHER: &str = "needs the watcher";
+    pub const ZERO_AGE: &str = "label them instead";
+    pub const EXCLUDE_WITHOUT_RULE: &str = "--exclude-namespace only limits --release-gate";
+    pub const RATE_WITHOUT_RULE: &str = "--release-rate has no effect without --release-gate";
+    pub const AUTO_MEANS_INITIALIZERS: &str =
+        "the server's version (--mode auto) means initializers";
 
     pub const ALL: &[&str] = &[
         TOKEN_FILE,
@@ -419,5 +430,14 @@ pub mod msg {
         FAILURES_AT_ZERO,
         RESTARTS_AT_ZERO,
         CLEARED_AT_ZERO,
+        RELEASED,
+        WOULD_RELEASE_NOW,
+        WOULD_RELEASE_LATER,
+        WATCHING_UNBOUND,
+        RULE_NEEDS_WATCHER,
+        ZERO_AGE,
+        EXCLUDE_WITHOUT_RULE,
+        RATE_WITHOUT_RULE,
+        AUTO_MEANS_INITIALIZERS,
     ];
 }
