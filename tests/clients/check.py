@@ -107,6 +107,58 @@ def modern(v1):
     check("modern delete", status_of(lambda: v1.read_namespaced_pod("py-gated", NS)) == 404)
 
 
+def modern_webhooks(v1):
+    """Namespaces, a webhook configuration, a Service and an EndpointSlice through the typed
+    clients; a pod refused while the webhook's service has no ready endpoint."""
+    adm = client.AdmissionregistrationV1Api()
+    disc = client.DiscoveryV1Api()
+    ns = v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "py-gk"}})
+    check("modern namespace name label", ns.metadata.labels == {"kubernetes.io/metadata.name": "py-gk"}, repr(ns.metadata.labels))
+    v1.create_namespaced_service("py-gk", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "py-svc"},
+        "spec": {"ports": [{"port": 443, "targetPort": 8443}]},
+    })
+    cfg = adm.create_validating_webhook_configuration({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "py-gk"},
+        "webhooks": [{
+            "name": "validate.py-gk.example.com",
+            "clientConfig": {"service": {"namespace": "py-gk", "name": "py-svc", "path": "/validate"}},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+            "namespaceSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["py-team"]}]},
+            "sideEffects": "None", "admissionReviewVersions": ["v1"],
+        }],
+    })
+    hook = cfg.webhooks[0]
+    check("modern webhook defaults", (hook.failure_policy, hook.match_policy, hook.timeout_seconds, hook.client_config.service.port)
+          == ("Fail", "Equivalent", 10, 443), repr(hook))
+    names = [c.metadata.name for c in adm.list_validating_webhook_configuration().items]
+    check("modern list webhook configurations", names == ["py-gk"], repr(names))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "py-web"},
+           "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    try:
+        v1.create_namespaced_pod("py-team", pod)
+        check("modern pod refused by the webhook", False)
+    except ApiException as e:
+        want = ('failed calling webhook "validate.py-gk.example.com": failed to call webhook: '
+                'Post "https://py-svc.py-gk.svc:443/validate?timeout=10s": no endpoints available for service "py-svc"')
+        check("modern pod refused by the webhook", e.status == 500 and json.loads(e.body)["message"] == "Internal error occurred: " + want, e.body)
+    disc.create_namespaced_endpoint_slice("py-gk", {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "py-svc-1", "labels": {"kubernetes.io/service-name": "py-svc"}},
+        "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.9"]}], "ports": [{"port": 8443}],
+    })
+    created = v1.create_namespaced_pod("py-team", pod)
+    check("modern pod admitted with a ready endpoint (nil ready is ready)", created.metadata.name == "py-web")
+    code = status_of(lambda: adm.patch_validating_webhook_configuration("py-gk", [
+        {"op": "add", "path": "/webhooks/0/namespaceSelector/matchExpressions/0/values", "value": []}]))
+    check("modern invalid selector is 422", code == 422, str(code))
+    v1.delete_namespaced_pod("py-web", "py-team")
+    adm.delete_validating_webhook_configuration("py-gk")
+    check("modern webhook configuration deleted", adm.list_validating_webhook_configuration().items == [])
+
+
 def legacy(v1):
     body = {
         "apiVersion": "v1", "kind": "Pod",
@@ -156,6 +208,8 @@ def main():
     check(f"{generation} version", version.git_version == want, version.git_version)
     try:
         (legacy if generation == "legacy" else modern)(v1)
+        if generation == "modern":
+            modern_webhooks(v1)
     except Exception as e:  # a crash is a failure, reported like the others
         check(f"{generation} unexpected error", False, repr(e))
     print(f"python {generation}: {passed} passed, {failed} failed")

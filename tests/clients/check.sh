@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the kube-double with real clients: kubectl (create, get, table, list, watch,
-# json patch, raw list and watch) and the Python `kubernetes` client (check.py), against
-# both API generations. Run from the repository root; exits non-zero on any mismatch.
+# json patch, raw list and watch; on modern also namespaces, services, endpointslices,
+# a validating webhook configuration and the admission it does) and the Python
+# `kubernetes` client (check.py), against both API generations. Run from the repository root; exits non-zero on any mismatch.
 set -uo pipefail
 
 KUBECTL=${KUBECTL:-kubectl}
@@ -146,6 +147,77 @@ expect "modern removing again is 422" \
     'The request is invalid: the server rejected our request due to an error in our request'
 expect "modern delete" "$(k delete pod gated plain)" 'pod "plain" deleted'
 expect "modern gone" "$(k get pods -o name)" '^$|No resources'
+
+# Admission webhooks (1.33): a ValidatingWebhookConfiguration whose service gk/gk-svc has no
+# ready endpoint fails pod creation closed, except in the namespace its selector exempts.
+cat >"$TMP/webhook.yaml" <<'YAML'
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: gk
+webhooks:
+- name: validate.gk.example.com
+  clientConfig:
+    service: {namespace: gk, name: gk-svc, path: /validate}
+  rules:
+  - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
+  namespaceSelector:
+    matchExpressions:
+    - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+YAML
+cat >"$TMP/namespace.yaml" <<'YAML'
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: gk
+YAML
+cat >"$TMP/service.yaml" <<'YAML'
+apiVersion: v1
+kind: Service
+metadata: {name: gk-svc, namespace: gk}
+spec:
+  ports: [{port: 443, targetPort: 8443}]
+YAML
+cat >"$TMP/slice.yaml" <<'YAML'
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: gk-svc-abc
+  namespace: gk
+  labels: {kubernetes.io/service-name: gk-svc}
+addressType: IPv4
+endpoints:
+- addresses: [10.0.0.7]
+  conditions: {ready: false}
+ports: [{port: 8443, protocol: TCP}]
+YAML
+expect "modern create webhook configuration" "$(k create -f "$TMP/webhook.yaml")" \
+    'validatingwebhookconfiguration.admissionregistration.k8s.io/gk created'
+expect "modern create namespace" "$(k create -f "$TMP/namespace.yaml")" '^namespace/gk created'
+expect "modern create service" "$(k create -f "$TMP/service.yaml")" '^service/gk-svc created'
+expect "modern create endpointslice" "$(k create -f "$TMP/slice.yaml")" \
+    '^endpointslice.discovery.k8s.io/gk-svc-abc created'
+expect "modern webhook table" "$(k get validatingwebhookconfigurations)" '^gk +1 +[0-9]+s'
+expect "modern webhook defaults" \
+    "$(k get validatingwebhookconfiguration gk -o jsonpath='{.webhooks[0].failurePolicy} {.webhooks[0].timeoutSeconds} {.webhooks[0].clientConfig.service.port}')" \
+    '^Fail 10 443$'
+expect "modern namespace table" "$(k get namespaces)" '^gk +Active +[0-9]+s'
+expect "modern namespace name label" "$(k get ns gk -o jsonpath='{.metadata.labels}')" '"kubernetes.io/metadata.name":"gk"'
+expect "modern service table" "$(k get services -n gk)" '^gk-svc +ClusterIP +10\.96\.[0-9.]+ +<none> +443/TCP +[0-9]+s'
+expect "modern endpointslice table" "$(k get endpointslices -n gk)" '^gk-svc-abc +IPv4 +8443 +10\.0\.0\.7 +[0-9]+s'
+expect "modern pod refused while no endpoint is ready" "$(k run web --image=busybox -n team-a)" \
+    'Error from server \(InternalError\): Internal error occurred: failed calling webhook "validate.gk.example.com": failed to call webhook: Post "https://gk-svc.gk.svc:443/validate\?timeout=10s": no endpoints available for service "gk-svc"'
+expect "modern pod in the exempted namespace" "$(k run web --image=busybox -n kube-system)" '^pod/web created'
+expect "modern endpoint becomes ready" \
+    "$(k patch endpointslice gk-svc-abc -n gk --type=json -p '[{"op":"replace","path":"/endpoints/0/conditions/ready","value":true}]')" \
+    'gk-svc-abc patched'
+expect "modern pod admitted once an endpoint is ready" "$(k run web --image=busybox -n team-a)" '^pod/web created'
+expect "modern apply webhook configuration" "$(k apply -f "$TMP/webhook.yaml")" 'gk (configured|unchanged)'
+expect "modern delete webhook configuration" "$(k delete -f "$TMP/webhook.yaml")" 'validatingwebhookconfiguration.admissionregistration.k8s.io "gk" deleted'
+k delete pod web -n team-a >/dev/null
+k delete pod web -n kube-system >/dev/null
 run_python modern
 
 # ---------------------------------------------------------------- legacy (1.13)

@@ -7,15 +7,20 @@ use std::time::SystemTime;
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
+use crate::admission::{self, Attributes, Operation, Phase};
 use crate::auth::Caller;
 use crate::config::{Generation, Rejection};
 use crate::legacy;
 use crate::modern;
+use crate::namespaces;
 use crate::patch::{self, PatchType};
 use crate::resources::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::state::{Shared, format_time, now_rfc3339};
 use crate::status::{self, ApiError, Cause};
+use crate::store::Inner;
+use crate::strategy;
+use crate::validation;
 
 /// Options of a LIST (or the filtering part of a WATCH).
 #[derive(Clone, Debug, Default)]
@@ -58,13 +63,94 @@ fn meta_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
     m.as_object_mut()
 }
 
-const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+/// The name rule of a resource's `ValidateObjectMeta`: RFC 1123 label for namespaces
+/// (`ValidateNamespaceName`), RFC 1035 label for services (`ValidateServiceName`), RFC 1123
+/// subdomain for everything else the double serves (kubernetes
+/// `pkg/apis/core/validation/validation.go`, 1.33.4).
+fn name_errors(res: &ResourceInfo, name: &str) -> Vec<String> {
+    if res.is_namespaces() {
+        validation::dns1123_label(name)
+    } else if res.key == "services" {
+        validation::dns1035_label(name)
+    } else {
+        validation::dns1123_subdomain(name)
+    }
+}
+
+/// The request's namespace as admission sees it: a Namespace's own name for its updates
+/// and deletes (RequestInfo reads `/api/v1/namespaces/NAME` so), none on its create.
+fn admission_namespace<'a>(
+    res: &ResourceInfo,
+    namespace: &'a str,
+    name: &'a str,
+    op: Operation,
+) -> &'a str {
+    if res.is_namespaces() {
+        if op == Operation::Create { "" } else { name }
+    } else {
+        namespace
+    }
+}
+
+/// Runs one phase of the webhooks on a modern double (legacy: nothing, 1.13's webhooks are
+/// not modelled).
+#[allow(clippy::too_many_arguments)]
+fn webhooks(
+    shared: &Shared,
+    inner: &Inner,
+    res: &ResourceInfo,
+    subresource: &str,
+    operation: Operation,
+    namespace: &str,
+    name: &str,
+    object: Option<&Value>,
+    old: Option<&Value>,
+    phase: Phase,
+) -> Result<(), ApiError> {
+    if shared.config.generation != Generation::Modern {
+        return Ok(());
+    }
+    let attrs = Attributes {
+        res,
+        subresource,
+        operation,
+        namespace: admission_namespace(res, namespace, name, operation),
+        name,
+        object,
+        old,
+    };
+    admission::admit(inner, &attrs, phase)
+}
+
+fn sub_name(sub: Subresource) -> &'static str {
+    match sub {
+        Subresource::Main => "",
+        Subresource::Status => "status",
+    }
+}
 
 /// Fields the client may not set or change, and the kind/apiVersion of the resource.
+/// Empty or null `labels`, `annotations`, `finalizers` and `ownerReferences` are dropped,
+/// as the server's decode and encode drop them (`omitempty` on ObjectMeta's fields,
+/// k8s.io/apimachinery `pkg/apis/meta/v1/types.go`): a patch that removes the last
+/// annotation leaves no `annotations` key.
 fn normalize(obj: &mut Value, res: &ResourceInfo) {
     if let Some(o) = obj.as_object_mut() {
         o.insert("kind".into(), json!(res.kind));
         o.insert("apiVersion".into(), json!(res.api_version()));
+    }
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in ["labels", "annotations", "finalizers", "ownerReferences"] {
+            let empty = match m.get(k) {
+                Some(Value::Null) => true,
+                Some(Value::Object(x)) => x.is_empty(),
+                Some(Value::Array(x)) => x.is_empty(),
+                _ => false,
+            };
+            if empty {
+                m.remove(k);
+            }
+        }
     }
 }
 
@@ -116,6 +202,7 @@ pub fn create_at(
     caller: &Caller,
     created: Option<SystemTime>,
 ) -> Result<Arc<Value>, ApiError> {
+    let namespace = if res.namespaced { namespace } else { "" };
     if !obj.is_object() {
         return Err(status::bad_request(format!(
             "the body of the request was not a {} object",
@@ -123,11 +210,36 @@ pub fn create_at(
         )));
     }
     let generation = shared.config.generation;
+    // `rest.EnsureObjectNamespaceMatchesRequestNamespace` (k8s.io/apiserver
+    // `pkg/registry/rest/meta.go`): a cluster-scoped object's namespace is cleared, a
+    // namespaced object's must be the URL's.
     let body_ns = meta_str(&obj, "namespace").to_string();
-    if !body_ns.is_empty() && body_ns != namespace {
+    if !res.namespaced {
+        if let Some(m) = meta_mut(&mut obj) {
+            m.remove("namespace");
+        }
+    } else if !body_ns.is_empty() && body_ns != namespace {
         return Err(status::bad_request(
             "the namespace of the provided object does not match the namespace sent on the request",
         ));
+    }
+    {
+        // Mutating admission runs in the create handler, before the strategy
+        // (`createHandler`, `pkg/endpoints/handlers/create.go`).
+        let inner = shared.store.lock();
+        let name = meta_str(&obj, "name").to_string();
+        webhooks(
+            shared,
+            &inner,
+            res,
+            "",
+            Operation::Create,
+            namespace,
+            &name,
+            Some(&obj),
+            None,
+            Phase::Mutating,
+        )?;
     }
     let mut name = meta_str(&obj, "name").to_string();
     let generate = meta_str(&obj, "generateName").to_string();
@@ -144,16 +256,12 @@ pub fn create_at(
             )],
         ));
     }
-    if !crate::selectors::is_dns_subdomain(&name) {
-        return Err(status::invalid(
-            res,
-            &name,
-            &[Cause::invalid(
-                "metadata.name",
-                format!("\"{name}\""),
-                SUBDOMAIN_MSG,
-            )],
-        ));
+    let bad_name: Vec<Cause> = name_errors(res, &name)
+        .into_iter()
+        .map(|m| Cause::invalid("metadata.name", validation::quote(&name), m))
+        .collect();
+    if !bad_name.is_empty() {
+        return Err(status::invalid(res, &name, &bad_name));
     }
     if !meta_str(&obj, "resourceVersion").is_empty() {
         return Err(status::internal(
@@ -166,7 +274,9 @@ pub fn create_at(
     let uid = shared.uid();
     if let Some(m) = meta_mut(&mut obj) {
         m.insert("name".into(), json!(name));
-        m.insert("namespace".into(), json!(namespace));
+        if res.namespaced {
+            m.insert("namespace".into(), json!(namespace));
+        }
         m.insert("uid".into(), json!(uid));
         m.insert("creationTimestamp".into(), json!(now));
         m.remove("deletionTimestamp");
@@ -195,11 +305,28 @@ pub fn create_at(
         modern::validate_create(&obj, res, &name)?;
         modern::on_create(&mut obj, &now);
     }
+    if generation == Generation::Modern {
+        strategy::on_create(res, &mut obj, namespace, &name)?;
+    }
     let gates = (res.is_pods() && generation == Generation::Modern)
         .then(|| obj.pointer("/spec/schedulingGates").cloned())
         .flatten()
         .filter(|g| g.as_array().is_some_and(|a| !a.is_empty()));
     let mut inner = shared.store.lock();
+    // Validating admission runs in `Store.Create` after the strategy, before the storage
+    // finds the name taken (`pkg/registry/generic/registry/store.go`).
+    webhooks(
+        shared,
+        &inner,
+        res,
+        "",
+        Operation::Create,
+        namespace,
+        &name,
+        Some(&obj),
+        None,
+        Phase::Validating,
+    )?;
     if inner.get(&res.key, namespace, &name).is_some() {
         return Err(status::already_exists(res, &name));
     }
@@ -269,9 +396,15 @@ pub fn get(
     name: &str,
 ) -> Result<Arc<Value>, ApiError> {
     let inner = shared.store.lock();
-    inner
-        .get(&res.key, namespace, name)
-        .ok_or_else(|| status::not_found(res, name))
+    current(&inner, res, namespace, name).ok_or_else(|| status::not_found(res, name))
+}
+
+/// The stored object, or for `namespaces` an implicit one (see `namespaces.rs`).
+fn current(inner: &Inner, res: &ResourceInfo, namespace: &str, name: &str) -> Option<Arc<Value>> {
+    inner.get(&res.key, namespace, name).or_else(|| {
+        (res.is_namespaces() && namespaces::is_implicit(inner, name))
+            .then(|| Arc::new(namespaces::implicit_object(name)))
+    })
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -321,7 +454,21 @@ pub fn list(shared: &Shared, res: &ResourceInfo, opts: &ListOptions) -> Result<V
         }
         _ => (inner.revision(), None),
     };
-    let candidates = inner.range(&res.key, opts.namespace.as_deref(), start.as_ref());
+    let implicit = if res.is_namespaces() {
+        namespaces::implicit_entries(&inner)
+    } else {
+        Vec::new()
+    };
+    let mut candidates = inner.range(&res.key, opts.namespace.as_deref(), start.as_ref());
+    if !implicit.is_empty() {
+        candidates.extend(
+            implicit
+                .iter()
+                .filter(|(k, _)| start.as_ref().is_none_or(|s| k > s))
+                .map(|(k, v)| (k, v)),
+        );
+        candidates.sort_by(|a, b| a.0.cmp(b.0));
+    }
     let limit = opts.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
     let mut items = Vec::new();
     let mut last: Option<&(String, String)> = None;
@@ -410,10 +557,36 @@ pub fn update(
     sub: Subresource,
     reject: Option<&Rejection>,
 ) -> Result<Arc<Value>, ApiError> {
+    let namespace = if res.namespaced { namespace } else { "" };
     let mut inner = shared.store.lock();
-    let old = inner
-        .get(&res.key, namespace, name)
-        .ok_or_else(|| status::not_found(res, name))?;
+    let old = match inner.get(&res.key, namespace, name) {
+        Some(o) => o,
+        // An implicit namespace is stored on its first write (see `namespaces.rs`).
+        None if res.is_namespaces() && namespaces::is_implicit(&inner, name) => {
+            let mut ns = namespaces::implicit_object(name);
+            if let Some(m) = meta_mut(&mut ns) {
+                m.insert("uid".into(), json!(shared.uid()));
+                m.insert("creationTimestamp".into(), json!(now_rfc3339()));
+            }
+            inner.put(&res.key, "", name, ns)
+        }
+        None => return Err(status::not_found(res, name)),
+    };
+    // Mutating admission runs on the updated object before the update's preconditions
+    // and the strategy (`rest.DefaultUpdatedObjectInfo`'s transformers, applied first in
+    // `Store.Update`'s GuaranteedUpdate closure).
+    webhooks(
+        shared,
+        &inner,
+        res,
+        sub_name(sub),
+        Operation::Update,
+        namespace,
+        name,
+        Some(&obj),
+        Some(&old),
+        Phase::Mutating,
+    )?;
     let new = prepare_update(shared, res, namespace, name, obj, &old, caller, sub)?;
     // Validating admission runs inside the storage's update function, after the patch
     // was applied and the strategy validated (`rest.ValidateObjectUpdateFunc`, called
@@ -425,6 +598,18 @@ pub fn update(
     {
         return Err(status::rejected(res, name, r.code, &r.message));
     }
+    webhooks(
+        shared,
+        &inner,
+        res,
+        sub_name(sub),
+        Operation::Update,
+        namespace,
+        name,
+        Some(new.as_ref().unwrap_or(old.as_ref())),
+        Some(&old),
+        Phase::Validating,
+    )?;
     let Some(new) = new else {
         return Ok(old);
     };
@@ -476,7 +661,7 @@ fn prepare_update(
         )));
     }
     let body_ns = meta_str(&new, "namespace");
-    if !body_ns.is_empty() && body_ns != namespace {
+    if res.namespaced && !body_ns.is_empty() && body_ns != namespace {
         return Err(status::bad_request(
             "the namespace of the provided object does not match the namespace sent on the request",
         ));
@@ -509,7 +694,11 @@ fn prepare_update(
             };
         }
         m.insert("name".into(), json!(name));
-        m.insert("namespace".into(), json!(namespace));
+        if res.namespaced {
+            m.insert("namespace".into(), json!(namespace));
+        } else {
+            m.remove("namespace");
+        }
         m.remove("resourceVersion");
         m.remove("selfLink");
     }
@@ -534,6 +723,9 @@ fn prepare_update(
             if res.is_pods() {
                 modern::validate_update(&new, old, res, name)?;
                 modern::after_update(&mut new);
+            }
+            if sub == Subresource::Main {
+                strategy::on_update(res, &mut new, old, name)?;
             }
         }
     }
@@ -575,9 +767,7 @@ pub fn patch(
     loop {
         let current = {
             let inner = shared.store.lock();
-            inner
-                .get(&res.key, namespace, name)
-                .ok_or_else(|| status::not_found(res, name))?
+            current(&inner, res, namespace, name).ok_or_else(|| status::not_found(res, name))?
         };
         // A failed operation (a `test` that does not match) is answered here, before
         // any validation or admission: the 422 with empty details.
@@ -620,6 +810,30 @@ pub fn bind(
     let current = inner
         .get(&res.key, namespace, name)
         .ok_or_else(|| status::not_found(res, name))?;
+    // `BindingREST.Create` is a create of `pods/binding` with the Binding object: the
+    // admission chain sees it as such (a rule on `pods` does not match it).
+    let mut meta = json!({"name": name, "namespace": namespace});
+    if let Some(a) = annotations {
+        meta["annotations"] = a.clone();
+    }
+    let binding = json!({
+        "kind": "Binding", "apiVersion": "v1", "metadata": meta,
+        "target": {"kind": "Node", "apiVersion": "v1", "name": node},
+    });
+    for phase in [Phase::Mutating, Phase::Validating] {
+        webhooks(
+            shared,
+            &inner,
+            res,
+            "binding",
+            Operation::Create,
+            namespace,
+            name,
+            Some(&binding),
+            None,
+            phase,
+        )?;
+    }
     let mut pod = (*current).clone();
     modern::bind(&mut pod, name, node, annotations, &now_rfc3339())
         .map_err(|why| status::binding_conflict(name, &why))?;
@@ -634,10 +848,19 @@ pub fn delete(
     name: &str,
     options: Option<&Value>,
 ) -> Result<Arc<Value>, ApiError> {
+    let namespace = if res.namespaced { namespace } else { "" };
     let mut inner = shared.store.lock();
-    let current = inner
-        .get(&res.key, namespace, name)
-        .ok_or_else(|| status::not_found(res, name))?;
+    let modern = shared.config.generation == Generation::Modern;
+    let immortal = res.is_namespaces() && namespaces::IMMORTAL.contains(&name);
+    let current = match inner.get(&res.key, namespace, name) {
+        Some(c) => c,
+        // `default` and `kube-system` exist on every cluster: refused below like a stored
+        // one. Other implicit namespaces have no object to delete.
+        None if immortal && namespaces::is_implicit(&inner, name) => {
+            return Err(never_delete(res, name));
+        }
+        None => return Err(status::not_found(res, name)),
+    };
     if let Some(pre) = options.and_then(|o| o.get("preconditions")) {
         if let Some(uid) = pre.get("uid").and_then(Value::as_str) {
             let have = meta_str(&current, "uid");
@@ -660,11 +883,32 @@ pub fn delete(
             }
         }
     }
+    if has_finalizers(&current) && is_terminating(&current) {
+        // Already terminating: `Store.Delete` returns before admission (`pendingGraceful`).
+        return Ok(current);
+    }
+    if modern && immortal {
+        return Err(never_delete(res, name));
+    }
+    // Admission of a delete runs in `Store.Delete` on the stored object, after the
+    // preconditions (`rest.AdmissionToValidateObjectDeleteFunc`, k8s.io/apiserver
+    // `pkg/registry/rest/delete.go`: mutating, then validating, both with the old object).
+    for phase in [Phase::Mutating, Phase::Validating] {
+        webhooks(
+            shared,
+            &inner,
+            res,
+            "",
+            Operation::Delete,
+            namespace,
+            name,
+            None,
+            Some(&current),
+            phase,
+        )?;
+    }
     if has_finalizers(&current) {
         // Finalizers keep the object, terminating, until the last one is removed.
-        if is_terminating(&current) {
-            return Ok(current);
-        }
         let mut obj = (*current).clone();
         let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
         if let Some(m) = meta_mut(&mut obj) {
@@ -679,6 +923,12 @@ pub fn delete(
     inner
         .remove(&res.key, namespace, name)
         .ok_or_else(|| status::not_found(res, name))
+}
+
+/// The NamespaceLifecycle admission plugin's refusal (`Lifecycle.Admit`, k8s.io/apiserver
+/// `pkg/admission/plugin/namespace/lifecycle/admission.go`): it runs before the webhooks.
+fn never_delete(res: &ResourceInfo, name: &str) -> ApiError {
+    status::forbidden(res, name, "this namespace may not be deleted")
 }
 
 fn has_finalizers(obj: &Value) -> bool {

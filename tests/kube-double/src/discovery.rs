@@ -44,7 +44,7 @@ fn resource_entry(r: &ResourceInfo) -> Value {
     json!({
         "name": r.plural,
         "singularName": r.singular,
-        "namespaced": true,
+        "namespaced": r.namespaced,
         "kind": r.kind,
         "verbs": VERBS,
         "shortNames": r.short_names,
@@ -55,7 +55,7 @@ fn status_entry(r: &ResourceInfo) -> Value {
     json!({
         "name": format!("{}/status", r.plural),
         "singularName": "",
-        "namespaced": true,
+        "namespaced": r.namespaced,
         "kind": r.kind,
         "verbs": ["get", "patch", "update"],
     })
@@ -78,18 +78,23 @@ fn resource_list(group_version: &str, resources: Vec<Value>) -> Value {
     })
 }
 
+/// `/api/v1`. Without a `namespaces` resource (legacy) the implicit namespaces are
+/// readable only, as before; modern serves them as objects with every verb.
 pub fn core_resources(reg: &Registry) -> Value {
-    let mut resources = vec![json!({
-        "name": "namespaces",
-        "singularName": "namespace",
-        "namespaced": false,
-        "kind": "Namespace",
-        "verbs": ["get", "list"],
-        "shortNames": ["ns"],
-    })];
+    let mut resources = Vec::new();
+    if reg.by_key("namespaces").is_none() {
+        resources.push(json!({
+            "name": "namespaces",
+            "singularName": "namespace",
+            "namespaced": false,
+            "kind": "Namespace",
+            "verbs": ["get", "list"],
+            "shortNames": ["ns"],
+        }));
+    }
     for r in reg.in_group("") {
         resources.push(resource_entry(r));
-        if r.is_pods() {
+        if r.is_pods() || r.is_namespaces() || r.key == "services" {
             resources.push(status_entry(r));
         }
     }

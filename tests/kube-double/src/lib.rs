@@ -2,26 +2,34 @@
 // Kubernetes 1.13 (initializers) or 1.33 (scheduling gates), with faults on demand.
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod api;
 pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod control;
 pub mod discovery;
+pub mod labelselector;
 pub mod legacy;
 pub mod modern;
+pub mod namespaces;
 pub mod openapi;
 pub mod patch;
+pub mod resolver;
 pub mod resources;
 pub mod routes;
 pub mod scheduler;
 pub mod selectors;
 pub mod server;
+pub mod services;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod strategy;
 pub mod table;
+pub mod validation;
 pub mod watch;
+pub mod webhookconfig;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -92,6 +100,17 @@ impl Double {
             .ok_or_else(|| unknown_resource(resource))
     }
 
+    /// The resource, when `namespace` fits its scope: `""` for a cluster-scoped resource,
+    /// a namespace for a namespaced one. A mismatch is the 404 a URL of the wrong shape
+    /// gets from the real server ("the server could not find the requested resource").
+    fn scoped(&self, resource: &str, namespace: &str) -> Result<ResourceInfo, Value> {
+        let res = self.resource(resource)?;
+        if res.namespaced == namespace.is_empty() {
+            return Err(status::path_not_found().status);
+        }
+        Ok(res)
+    }
+
     pub fn addr(&self) -> SocketAddr {
         self.shared().addr
     }
@@ -114,10 +133,14 @@ impl Double {
         std::fs::write(path, self.kubeconfig_yaml(token))
     }
 
-    /// Creates as a client with `includeUninitialized=true` would: admission runs
-    /// (pending initializers are filled from the rules) but it never blocks.
+    /// Creates as a client with `includeUninitialized=true` would: admission runs (legacy:
+    /// pending initializers are filled from the rules; modern: the admission webhooks of
+    /// the stored configurations are called, `admission.rs`) but it never blocks.
+    ///
+    /// Every method that names an object takes its namespace; a cluster-scoped object
+    /// (namespaces, webhook configurations) has namespace `""`. The wrong scope is a 404.
     pub fn create(&self, resource: &str, namespace: &str, object: Value) -> Result<Value, Value> {
-        let res = self.resource(resource)?;
+        let res = self.scoped(resource, namespace)?;
         api::create(
             self.shared(),
             &res,
@@ -149,7 +172,7 @@ impl Double {
         object: Value,
         created: SystemTime,
     ) -> Result<Value, Value> {
-        let res = self.resource(resource)?;
+        let res = self.scoped(resource, namespace)?;
         api::create_at(
             self.shared(),
             &res,
@@ -162,12 +185,15 @@ impl Double {
         .map_err(|e| e.status)
     }
 
-    /// PUT semantics, with the same validation as the HTTP API.
+    /// PUT semantics, with the same validation and admission as the HTTP API.
     pub fn update(&self, resource: &str, namespace: &str, object: Value) -> Result<Value, Value> {
         self.replace(resource, namespace, object, Subresource::Main)
     }
 
-    /// Replaces only `status` (the `/status` subresource).
+    /// Replaces only `status` (the `/status` subresource), as a kubelet or a controller does
+    /// over HTTP: a client's write, so modern admission webhooks see an UPDATE of
+    /// subresource `status` (a rule on `pods` does not match it; `pods/status`, `pods/*`,
+    /// `*/status` and `*/*` do).
     pub fn update_status(
         &self,
         resource: &str,
@@ -184,7 +210,7 @@ impl Double {
         object: Value,
         sub: Subresource,
     ) -> Result<Value, Value> {
-        let res = self.resource(resource)?;
+        let res = self.scoped(resource, namespace)?;
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -214,7 +240,7 @@ impl Double {
         content_type: &str,
         patch: &Value,
     ) -> Result<Value, Value> {
-        let res = self.resource(resource)?;
+        let res = self.scoped(resource, namespace)?;
         let kind = patch::PatchType::from_content_type(content_type).map_err(|e| e.status)?;
         let body = serde_json::to_vec(patch).unwrap_or_default();
         api::patch(
@@ -232,8 +258,10 @@ impl Double {
         .map_err(|e| e.status)
     }
 
+    /// DELETE, with the same preconditions-free rules and admission (modern webhooks see a
+    /// DELETE with the stored object as the old one) as over HTTP.
     pub fn delete(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, Value> {
-        let res = self.resource(resource)?;
+        let res = self.scoped(resource, namespace)?;
         api::delete(self.shared(), &res, namespace, name, None)
             .map(|o| (*o).clone())
             .map_err(|e| e.status)
@@ -245,9 +273,11 @@ impl Double {
     /// fields): a new uid, and admission as for any create (legacy: pending initializers
     /// filled from the rules again; modern pods: the scheduling gates they were created
     /// with, so gated again), as a controller replacing a pod from its template would.
-    /// Returns the new object, or the Status (404 when there is no such object).
+    /// Returns the new object, or the Status (404 when there is no such object). The
+    /// delete half is the server's own (no admission); the create half is a client's
+    /// create, so modern webhooks may refuse it, and then the object is gone.
     pub fn recreate(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, Value> {
-        let res = self.resource(resource)?;
+        let res = self.scoped(resource, namespace)?;
         api::recreate(self.shared(), &res, namespace, name)
             .map(|o| (*o).clone())
             .map_err(|e| e.status)
@@ -290,23 +320,29 @@ impl Double {
 
     /// The object, initialized or not.
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
-        let res = self.resource(resource).ok()?;
+        let res = self.scoped(resource, namespace).ok()?;
         api::get(self.shared(), &res, namespace, name)
             .ok()
             .map(|o| (*o).clone())
     }
 
-    /// Every object of a resource, initialized or not, in namespace/name order.
+    /// Every object of a resource, initialized or not, in namespace/name order (for
+    /// `namespaces`, the implicit ones too: see `namespaces.rs`).
     pub fn list(&self, resource: &str) -> Vec<Value> {
         let Ok(res) = self.resource(resource) else {
             return Vec::new();
         };
-        let inner = self.shared().store.lock();
-        inner
-            .range(&res.key, None, None)
-            .into_iter()
-            .map(|(_, o)| (**o).clone())
-            .collect()
+        let opts = api::ListOptions {
+            include_uninitialized: true,
+            ..api::ListOptions::default()
+        };
+        match api::list(self.shared(), &res, &opts) {
+            Ok(mut list) => match list.get_mut("items").map(Value::take) {
+                Some(Value::Array(items)) => items,
+                _ => Vec::new(),
+            },
+            Err(_) => Vec::new(),
+        }
     }
 
     pub fn requests(&self) -> Vec<RequestRecord> {

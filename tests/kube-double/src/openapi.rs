@@ -775,18 +775,30 @@ fn paths_v2(res: &ResourceInfo, field_validation: bool, out: &mut Map<String, Va
         })
     };
     let plural = &res.plural;
+    // Cluster-scoped resources live at `PLURAL[/{name}]` with operation ids without
+    // `Namespaced` (`createNamespace`, `listAdmissionregistrationV1…`), as the real
+    // documents have them.
+    let (base, scoped, path_params) = if res.namespaced {
+        (
+            format!("{prefix}/namespaces/{{namespace}}/{plural}"),
+            "Namespaced",
+            vec![ns.clone()],
+        )
+    } else {
+        (format!("{prefix}/{plural}"), "", Vec::new())
+    };
     out.insert(
-        format!("{prefix}/namespaces/{{namespace}}/{plural}"),
+        base.clone(),
         json!({
-            "get": op("list", "listNamespaced", json!([])
+            "get": op("list", &format!("list{scoped}"), json!([])
                 , json!({"description": format!("{kind} list"), "type": "object"})),
-            "post": op("post", "createNamespaced", write_params(body(r(&def))), r(&def)),
-            "parameters": [ns.clone()],
+            "post": op("post", &format!("create{scoped}"), write_params(body(r(&def))), r(&def)),
+            "parameters": path_params,
         }),
     );
     let mut patch = op(
         "patch",
-        "patchNamespaced",
+        &format!("patch{scoped}"),
         write_params(body(r("io.k8s.apimachinery.pkg.apis.meta.v1.Patch"))),
         r(&def),
     );
@@ -795,14 +807,16 @@ fn paths_v2(res: &ResourceInfo, field_validation: bool, out: &mut Map<String, Va
         "application/merge-patch+json",
         "application/strategic-merge-patch+json"
     ]);
+    let mut object_params = vec![name];
+    object_params.extend(path_params);
     out.insert(
-        format!("{prefix}/namespaces/{{namespace}}/{plural}/{{name}}"),
+        format!("{base}/{{name}}"),
         json!({
-            "get": op("get", "readNamespaced", json!([]), r(&def)),
-            "put": op("put", "replaceNamespaced", write_params(body(r(&def))), r(&def)),
+            "get": op("get", &format!("read{scoped}"), json!([]), r(&def)),
+            "put": op("put", &format!("replace{scoped}"), write_params(body(r(&def))), r(&def)),
             "patch": patch,
-            "delete": op("delete", "deleteNamespaced", json!([]), r("io.k8s.apimachinery.pkg.apis.meta.v1.Status")),
-            "parameters": [name, ns],
+            "delete": op("delete", &format!("delete{scoped}"), json!([]), r("io.k8s.apimachinery.pkg.apis.meta.v1.Status")),
+            "parameters": object_params,
         }),
     );
 }

@@ -75,6 +75,11 @@ fn merge_key(path: &str) -> Option<&'static str> {
             "name"
         }),
         "status.conditions" => Some("type"),
+        // `patchMergeKey` of ValidatingWebhookConfiguration.webhooks and
+        // MutatingWebhookConfiguration.webhooks (k8s.io/api `admissionregistration/v1/types.go`)
+        // and of ServiceSpec.ports (`core/v1/types.go`).
+        "webhooks" => Some("name"),
+        "spec.ports" => Some("port"),
         _ => None,
     }
 }

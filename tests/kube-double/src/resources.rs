@@ -2,7 +2,7 @@
 
 use crate::config::Config;
 
-/// One served resource (always version v1 of its group, always namespaced).
+/// One served resource (always version v1 of its group).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceInfo {
     /// `pods`, `deployments.apps`, `events.events.k8s.io`: plural, then `.group` if any.
@@ -13,7 +13,28 @@ pub struct ResourceInfo {
     pub singular: String,
     pub kind: String,
     pub short_names: Vec<String>,
+    /// False for cluster-scoped resources (namespaces, webhook configurations): served at
+    /// `/api/v1/PLURAL[/NAME]` or `/apis/GROUP/v1/PLURAL[/NAME]`, stored under namespace "".
+    pub namespaced: bool,
 }
+
+/// The cluster-scoped resources the double knows, by key; every other resource is
+/// namespaced (`namespaced: false` in the real discovery of 1.33.4).
+const CLUSTER_SCOPED: &[&str] = &[
+    "namespaces",
+    "validatingwebhookconfigurations.admissionregistration.k8s.io",
+    "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+];
+
+/// What a modern (1.33) double serves besides pods, deployments and events: the objects
+/// admission webhooks are configured and called with.
+pub const MODERN_KEYS: &[&str] = &[
+    "namespaces",
+    "services",
+    "endpointslices.discovery.k8s.io",
+    "validatingwebhookconfigurations.admissionregistration.k8s.io",
+    "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+];
 
 impl ResourceInfo {
     pub fn new(key: &str) -> ResourceInfo {
@@ -36,6 +57,10 @@ impl ResourceInfo {
             "cronjobs" => ("CronJob".into(), &["cj"]),
             "endpoints" => ("Endpoints".into(), &["ep"]),
             "persistentvolumeclaims" => ("PersistentVolumeClaim".into(), &["pvc"]),
+            "namespaces" => ("Namespace".into(), &["ns"]),
+            "endpointslices" => ("EndpointSlice".into(), &[]),
+            "validatingwebhookconfigurations" => ("ValidatingWebhookConfiguration".into(), &[]),
+            "mutatingwebhookconfigurations" => ("MutatingWebhookConfiguration".into(), &[]),
             other => (kind_from_plural(other), &[]),
         };
         let singular = if plural == "endpoints" {
@@ -51,6 +76,7 @@ impl ResourceInfo {
             singular,
             kind,
             short_names: short.iter().map(|s| s.to_string()).collect(),
+            namespaced: !CLUSTER_SCOPED.contains(&key),
         }
     }
 
@@ -73,6 +99,20 @@ impl ResourceInfo {
 
     pub fn is_deployments(&self) -> bool {
         self.key == "deployments.apps"
+    }
+
+    /// The core `namespaces` resource.
+    pub fn is_namespaces(&self) -> bool {
+        self.key == "namespaces"
+    }
+
+    /// A Validating- or MutatingWebhookConfiguration.
+    pub fn is_webhook_configuration(&self) -> bool {
+        self.group == "admissionregistration.k8s.io"
+            && matches!(
+                self.kind.as_str(),
+                "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration"
+            )
     }
 
     pub fn is_event(&self) -> bool {
@@ -109,6 +149,9 @@ impl Registry {
             "events".into(),
             "events.events.k8s.io".into(),
         ];
+        if config.generation == crate::config::Generation::Modern {
+            keys.extend(MODERN_KEYS.iter().map(|k| k.to_string()));
+        }
         for extra in &config.extra_resources {
             if !keys.contains(extra) {
                 keys.push(extra.clone());
@@ -159,5 +202,12 @@ mod tests {
         assert_eq!(e.kind, "Event");
         assert_eq!(ResourceInfo::new("widgets.example.com").kind, "Widget");
         assert_eq!(ResourceInfo::new("policies").kind, "Policy");
+        assert!(!ResourceInfo::new("namespaces").namespaced);
+        let v = ResourceInfo::new("validatingwebhookconfigurations.admissionregistration.k8s.io");
+        assert_eq!(
+            (v.kind.as_str(), v.namespaced, v.is_webhook_configuration()),
+            ("ValidatingWebhookConfiguration", false, true)
+        );
+        assert!(ResourceInfo::new("services").namespaced);
     }
 }

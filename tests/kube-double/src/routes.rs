@@ -238,23 +238,49 @@ fn resolve<'a>(
             .cloned()
             .ok_or_else(status::path_not_found)
     };
+    // A resource is served only at the paths of its scope (`APIInstaller.registerResourceHandlers`,
+    // k8s.io/apiserver `pkg/endpoints/installer.go`): a cluster-scoped one at `PLURAL[/NAME]`,
+    // a namespaced one at `namespaces/NS/PLURAL[/NAME]` (and `PLURAL` to list across
+    // namespaces); any other shape is a 404.
+    let cluster = |plural: &str| find(plural).ok().filter(|r| !r.namespaced);
+    let namespaced = |plural: &str| {
+        find(plural).and_then(|r| {
+            if r.namespaced {
+                Ok(r)
+            } else {
+                Err(status::path_not_found())
+            }
+        })
+    };
     match rest {
         [plural] => Ok(Target::Collection {
             res: find(plural)?,
             ns: None,
         }),
-        ["namespaces", ns, plural] => Ok(Target::Collection {
+        [plural, name] if cluster(plural).is_some() => Ok(Target::Object {
             res: find(plural)?,
+            ns: "",
+            name,
+            sub: Subresource::Main,
+        }),
+        [plural, name, "status"] if cluster(plural).is_some() => Ok(Target::Object {
+            res: find(plural)?,
+            ns: "",
+            name,
+            sub: Subresource::Status,
+        }),
+        ["namespaces", ns, plural] => Ok(Target::Collection {
+            res: namespaced(plural)?,
             ns: Some(ns),
         }),
         ["namespaces", ns, plural, name] => Ok(Target::Object {
-            res: find(plural)?,
+            res: namespaced(plural)?,
             ns,
             name,
             sub: Subresource::Main,
         }),
         ["namespaces", ns, plural, name, "status"] => Ok(Target::Object {
-            res: find(plural)?,
+            res: namespaced(plural)?,
             ns,
             name,
             sub: Subresource::Status,
@@ -348,7 +374,8 @@ async fn route(
         ] if generation == Generation::Legacy => get_only(discovery::initializer_configurations(
             &shared.config.initializers,
         )),
-        ["api", "v1", "namespaces"] => {
+        // 1.13's double has no Namespace objects: the namespaces holding objects.
+        ["api", "v1", "namespaces"] if generation == Generation::Legacy => {
             if method != Method::GET {
                 return Err(status::method_not_allowed(method.as_str()));
             }
@@ -358,7 +385,7 @@ async fn route(
             }
             Ok(json_response(200, &list))
         }
-        ["api", "v1", "namespaces", ns] => get_only(json!({
+        ["api", "v1", "namespaces", ns] if generation == Generation::Legacy => get_only(json!({
             "kind": "Namespace",
             "apiVersion": "v1",
             "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
@@ -517,10 +544,12 @@ async fn resource(
     match target {
         Target::Collection { res, ns } => {
             if *method == Method::POST {
-                let Some(ns) = ns else {
-                    return Err(status::method_not_allowed("POST"));
+                let ns = match ns {
+                    Some(ns) => ns,
+                    None if !res.namespaced => "",
+                    None => return Err(status::method_not_allowed("POST")),
                 };
-                caller.check("create", &res, None, Some(ns), "")?;
+                caller.check("create", &res, None, Some(ns).filter(|n| !n.is_empty()), "")?;
                 let obj = body_json(body)?;
                 let warnings = field_validation(shared, &res, query, &obj, None)?;
                 let created = api::create(shared, &res, ns, obj, caller)?;
@@ -645,18 +674,19 @@ async fn resource(
             ))
         }
         Target::Object { res, ns, name, sub } => {
+            let scope = Some(ns).filter(|n| !n.is_empty());
             let sub_name = match sub {
                 Subresource::Main => None,
                 Subresource::Status => Some("status"),
             };
             match *method {
                 Method::GET => {
-                    caller.check("get", &res, sub_name, Some(ns), name)?;
+                    caller.check("get", &res, sub_name, scope, name)?;
                     let obj = api::get(shared, &res, ns, name)?;
                     Ok(ok_object(200, &obj, table.as_ref(), &res))
                 }
                 Method::PUT => {
-                    caller.check("update", &res, sub_name, Some(ns), name)?;
+                    caller.check("update", &res, sub_name, scope, name)?;
                     let obj = body_json(body)?;
                     let warnings = field_validation(shared, &res, query, &obj, None)?;
                     let reject = shared.faults().reject_writes;
@@ -668,7 +698,7 @@ async fn resource(
                     ))
                 }
                 Method::PATCH => {
-                    caller.check("patch", &res, sub_name, Some(ns), name)?;
+                    caller.check("patch", &res, sub_name, scope, name)?;
                     let ct = headers
                         .get(header::CONTENT_TYPE)
                         .and_then(|v| v.to_str().ok())
@@ -704,7 +734,7 @@ async fn resource(
                     ))
                 }
                 Method::DELETE if sub == Subresource::Main => {
-                    caller.check("delete", &res, None, Some(ns), name)?;
+                    caller.check("delete", &res, None, scope, name)?;
                     let options = if body.is_empty() {
                         None
                     } else {

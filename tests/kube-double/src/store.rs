@@ -183,16 +183,28 @@ impl Inner {
         self.objects.get(resource).map_or(0, BTreeMap::len)
     }
 
-    /// Every namespace that holds an object.
+    /// Every namespace that holds an object (cluster-scoped objects, stored under "",
+    /// are in none).
     pub fn namespaces(&self) -> Vec<String> {
         let mut out: Vec<String> = self
             .objects
             .values()
             .flat_map(|m| m.keys().map(|k| k.0.clone()))
+            .filter(|ns| !ns.is_empty())
             .collect();
         out.sort();
         out.dedup();
         out
+    }
+
+    /// Whether any resource has an object in namespace `ns`.
+    pub fn holds_objects(&self, ns: &str) -> bool {
+        let from = (ns.to_string(), String::new());
+        self.objects.values().any(|m| {
+            m.range::<Key, _>((std::ops::Bound::Included(&from), std::ops::Bound::Unbounded))
+                .next()
+                .is_some_and(|(k, _)| k.0 == ns)
+        })
     }
 
     fn record(

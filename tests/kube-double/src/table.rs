@@ -118,7 +118,138 @@ fn columns(res: &ResourceInfo) -> Vec<Value> {
             ),
         ]
     } else {
-        vec![col("Name", "name", 0, NAME_DOC), col("Age", "", 0, AGE_DOC)]
+        // kubernetes `pkg/printers/internalversion/printers.go` (`AddHandlers`), 1.33.4.
+        let mut out = vec![col("Name", "name", 0, NAME_DOC)];
+        let extra: &[(&str, u32, &str)] = match res.key.as_str() {
+            "namespaces" => &[("Status", 0, "The status of the namespace")],
+            "services" => &[
+                ("Type", 0, "The type of service."),
+                ("Cluster-IP", 0, "The IP address of the service."),
+                (
+                    "External-IP",
+                    0,
+                    "The list of external IP addresses for this service.",
+                ),
+                ("Port(s)", 0, "The ports exposed by the service."),
+            ],
+            "endpointslices.discovery.k8s.io" => &[
+                ("AddressType", 0, "The IP protocol for this slice"),
+                ("Ports", 0, "The ports of the endpoint slice"),
+                ("Endpoints", 0, "The endpoints of the endpoint slice"),
+            ],
+            _ if res.is_webhook_configuration() => {
+                &[("Webhooks", 0, "Webhooks indicates the number of webhooks.")]
+            }
+            _ => &[],
+        };
+        out.extend(extra.iter().map(|(n, p, d)| col(n, "", *p, d)));
+        out.push(col("Age", "", 0, AGE_DOC));
+        if res.key == "services" {
+            out.push(col("Selector", "", 1, "The label selector of the service."));
+        }
+        out
+    }
+}
+
+/// The cells between Name and Age (and after Age) of the kinds `columns` knows.
+fn other_cells(res: &ResourceInfo, obj: &Value) -> (Vec<Value>, Vec<Value>) {
+    let s = |p: &str| {
+        obj.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let arr = |p: &str| {
+        obj.pointer(p)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    match res.key.as_str() {
+        "namespaces" => (vec![json!(s("/status/phase"))], vec![]),
+        "services" => {
+            let ty = s("/spec/type");
+            let ports: Vec<String> = arr("/spec/ports")
+                .iter()
+                .map(|p| {
+                    let port = p.get("port").map(|v| v.to_string()).unwrap_or_default();
+                    let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                    match p.get("nodePort").and_then(Value::as_i64) {
+                        Some(n) => format!("{port}:{n}/{proto}"),
+                        None => format!("{port}/{proto}"),
+                    }
+                })
+                .collect();
+            let external = match ty.as_str() {
+                "LoadBalancer" => "<pending>".to_string(),
+                "ExternalName" => s("/spec/externalName"),
+                _ => "<none>".to_string(),
+            };
+            let selector: Vec<String> = obj
+                .pointer("/spec/selector")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (
+                vec![
+                    json!(ty),
+                    json!(str_or_none(obj.pointer("/spec/clusterIP"))),
+                    json!(external),
+                    json!(if ports.is_empty() {
+                        "<none>".to_string()
+                    } else {
+                        ports.join(",")
+                    }),
+                ],
+                vec![json!(if selector.is_empty() {
+                    "<none>".to_string()
+                } else {
+                    selector.join(",")
+                })],
+            )
+        }
+        "endpointslices.discovery.k8s.io" => {
+            let ports: Vec<String> = arr("/ports")
+                .iter()
+                .map(|p| {
+                    p.get("port")
+                        .map_or("<unset>".to_string(), |v| v.to_string())
+                })
+                .collect();
+            let addrs: Vec<String> = arr("/endpoints")
+                .iter()
+                .flat_map(|e| {
+                    e.get("addresses")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect();
+            let endpoints = match addrs.len() {
+                0 => "<unset>".to_string(),
+                n if n > 3 => format!("{} + {} more...", addrs[..3].join(","), n - 3),
+                _ => addrs.join(","),
+            };
+            (
+                vec![
+                    json!(s("/addressType")),
+                    json!(if ports.is_empty() {
+                        "<unset>".to_string()
+                    } else {
+                        ports.join(",")
+                    }),
+                    json!(endpoints),
+                ],
+                vec![],
+            )
+        }
+        _ if res.is_webhook_configuration() => (vec![json!(arr("/webhooks").len())], vec![]),
+        _ => (vec![], vec![]),
     }
 }
 
@@ -210,7 +341,12 @@ fn cells(res: &ResourceInfo, obj: &Value) -> Vec<Value> {
         .and_then(Value::as_str)
         .unwrap_or("");
     if !res.is_pods() {
-        return vec![json!(name), json!(age(obj))];
+        let (middle, after) = other_cells(res, obj);
+        let mut out = vec![json!(name)];
+        out.extend(middle);
+        out.push(json!(age(obj)));
+        out.extend(after);
+        return out;
     }
     let containers = obj
         .pointer("/spec/containers")

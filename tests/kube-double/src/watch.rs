@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::api::ListOptions;
+use crate::namespaces;
 use crate::resources::ResourceInfo;
 use crate::state::Shared;
 use crate::status;
@@ -55,6 +56,8 @@ struct Watcher {
 }
 
 struct Stop;
+
+type Key = (String, String);
 
 /// Where a watch starts: the revision and the objects to announce first.
 type Start = (u64, Vec<Arc<Value>>);
@@ -147,13 +150,22 @@ impl Watcher {
             let inner = self.shared.store.lock();
             match self.req.since {
                 None => {
-                    let objs: Vec<Arc<Value>> = inner
+                    let mut objs: Vec<(Key, Arc<Value>)> = inner
                         .range(&self.req.res.key, self.req.opts.namespace.as_deref(), None)
                         .into_iter()
                         .filter(|(_, o)| self.req.opts.matches(o))
-                        .map(|(_, o)| o.clone())
+                        .map(|(k, o)| (k.clone(), o.clone()))
                         .collect();
-                    Ok((inner.revision(), objs))
+                    if self.req.res.is_namespaces() {
+                        // Implicit namespaces are announced, never changed (`namespaces.rs`).
+                        objs.extend(
+                            namespaces::implicit_entries(&inner)
+                                .into_iter()
+                                .filter(|(_, o)| self.req.opts.matches(o)),
+                        );
+                        objs.sort_by(|a, b| a.0.cmp(&b.0));
+                    }
+                    Ok((inner.revision(), objs.into_iter().map(|(_, o)| o).collect()))
                 }
                 Some(n) if n < inner.expired_through() => Err((n, inner.expired_through())),
                 // A revision above the store's (etcd restored from a snapshot, or a

@@ -469,7 +469,15 @@ async fn discovery_and_version() {
         .iter()
         .map(|g| g["name"].as_str().unwrap())
         .collect();
-    assert_eq!(gnames, vec!["apps", "events.k8s.io"]);
+    assert_eq!(
+        gnames,
+        vec![
+            "apps",
+            "events.k8s.io",
+            "discovery.k8s.io",
+            "admissionregistration.k8s.io"
+        ]
+    );
     assert_eq!(
         c.get("/apis/events.k8s.io").await.json()["kind"],
         "APIGroup"
