@@ -31,6 +31,8 @@ struct WatchHealth {
     synced: bool,
     /// The last failure, until the server answers again.
     failed: Option<String>,
+    /// No longer watched (a webhook's service no configuration names any more).
+    retired: bool,
 }
 
 impl Health {
@@ -50,6 +52,7 @@ impl Health {
             name: name.to_string(),
             synced: false,
             failed: None,
+            retired: false,
         });
         w.len() - 1
     }
@@ -76,6 +79,13 @@ impl Health {
         }
     }
 
+    /// A watch that stopped on purpose: it no longer counts.
+    pub fn retire(&self, index: usize) {
+        if let Some(w) = self.watches().get_mut(index) {
+            w.retired = true;
+        }
+    }
+
     pub fn shutting_down(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
     }
@@ -91,6 +101,7 @@ impl Health {
         }
         let why: Vec<String> = watches
             .iter()
+            .filter(|w| !w.retired)
             .filter_map(|w| match (&w.failed, w.synced) {
                 (Some(f), _) => Some(format!("watch of {} failed: {f}", w.name)),
                 (None, false) => Some(format!("first list of {} not done", w.name)),

@@ -248,6 +248,20 @@ pub struct RunArgs {
     #[arg(long, env = "METAINIT_WATCH_GATES", value_name = "NAME", value_delimiter = ',', value_parser = parse_gate_name)]
     pub watch_gates: Vec<String>,
 
+    /// Also break the deadlock of an admission webhook that intercepts its own pods: on
+    /// each Mutating/ValidatingWebhookConfiguration that carries the label key, a webhook
+    /// that fails closed and whose service has had no ready endpoint for --webhook-grace
+    /// gets its service's own namespace exempted, and restored once the service is back
+    /// (README, "Webhooks"). Needs Kubernetes 1.21 or later and manifests/rbac-webhooks.yaml.
+    /// From the environment: 1/0, true/false, yes/no.
+    #[arg(long, env = "METAINIT_WEBHOOKS", action = ArgAction::SetTrue, value_parser = parse_bool)]
+    pub webhooks: bool,
+
+    /// How long a webhook's service must have had no ready endpoint before its namespace
+    /// is exempted, and ready endpoints again before the exemption is removed. At least 1s.
+    #[arg(long, env = "METAINIT_WEBHOOK_GRACE", value_name = "DURATION", value_parser = parse_webhook_grace)]
+    pub webhook_grace: Option<Duration>,
+
     /// Check every flag and the kubeconfig file, print "configuration OK" and exit; contacts no server.
     #[arg(long)]
     pub check_config: bool,
@@ -546,6 +560,20 @@ fn parse_request_timeout(s: &str) -> Result<Duration, String> {
     validation::duration(s)
 }
 
+/// `--webhook-grace` when not given.
+pub const DEFAULT_WEBHOOK_GRACE: Duration = Duration::from_secs(30);
+
+fn parse_webhook_grace(s: &str) -> Result<Duration, String> {
+    let d = validation::duration(s)?;
+    if d < Duration::from_secs(1) {
+        return Err(
+            "the grace period must be at least 1s: without one, endpoints that flap during a rollout would rewrite the configuration each time"
+                .into(),
+        );
+    }
+    Ok(d)
+}
+
 fn parse_resync_period(s: &str) -> Result<Duration, String> {
     let d = validation::duration(s)?;
     if d < Duration::from_secs(1) {
@@ -610,6 +638,22 @@ impl RunArgs {
                     .into(),
             ));
         }
+        if self.webhooks {
+            if self.common.mode == ModeArg::Initializers {
+                return Err(webhooks_too_old("--mode initializers"));
+            }
+            if self.once {
+                return Err(Error::Config(
+                    "--webhooks needs the watcher for now: an exemption waits for --webhook-grace of no ready endpoint; drop --once"
+                        .into(),
+                ));
+            }
+        } else if self.webhook_grace.is_some() {
+            return Err(Error::Config(
+                "--webhook-grace has no effect without --webhooks: give --webhooks or drop it"
+                    .into(),
+            ));
+        }
         crate::events::node_name(self.node_name.as_deref())?;
         Ok(())
     }
@@ -640,6 +684,14 @@ impl RunArgs {
 }
 
 /// The error for a gates-only flag on a server (or a `--mode`) without scheduling gates.
+/// `--webhooks` against a server (or a `--mode`) older than 1.21.
+pub fn webhooks_too_old(why: &str) -> Error {
+    Error::Config(format!(
+        "--webhooks needs Kubernetes 1.21 or later (EndpointSlices in discovery.k8s.io/v1, and the \
+         kubernetes.io/metadata.name label on every namespace), but {why} means a 1.7 to 1.13 server: drop --webhooks"
+    ))
+}
+
 pub fn gates_only(flag: &str, why: &str) -> Error {
     Error::Config(format!(
         "{flag} works on scheduling gates (Kubernetes 1.26 and later), but {why} means initializers: \

@@ -237,6 +237,25 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     }
     let mut queues = Vec::new();
     let mut engines = Vec::new();
+    if args.webhooks {
+        let stop = shutdown.clone();
+        engines.push(tokio::spawn(crate::webhooks::run(
+            conn.client.clone(),
+            crate::webhooks::Settings {
+                label_key: args.label_key()?,
+                grace: args
+                    .webhook_grace
+                    .unwrap_or(crate::cli::DEFAULT_WEBHOOK_GRACE),
+                dry_run: args.dry_run,
+                node: crate::events::node_name(args.node_name.as_deref())?,
+                concurrency: 2,
+            },
+            health.clone(),
+            metrics.clone(),
+            events.clone(),
+            async move { stop.requested().await },
+        )));
+    }
     for clearer in clearers {
         let api = clearer
             .target

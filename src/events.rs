@@ -48,7 +48,7 @@ pub fn cleared_event(
         "scheduling gates"
     };
     let message = format!("metainit removed {what}: {}", names.join(", "));
-    event(resource, obj, reason, "Clear", message, node)
+    event(resource, &obj.metadata.meta, reason, "Clear", message, node)
 }
 
 /// The reason of the Event on a pod whose gate a `--release-gate` rule released.
@@ -68,23 +68,55 @@ pub fn released_event(resource: &ApiResource, obj: &Held, gates: &[Due], node: &
         })
         .collect();
     let message = format!("metainit released {}", each.join("; "));
-    event(resource, obj, RELEASED, "Release", message, node)
+    event(
+        resource,
+        &obj.metadata.meta,
+        RELEASED,
+        "Release",
+        message,
+        node,
+    )
+}
+
+/// The reason of the Event on a webhook configuration whose webhook's own namespace
+/// metainit exempted (type Warning: a policy is lifted for a namespace).
+pub const WEBHOOK_EXEMPTED: &str = "WebhookSelfExempted";
+/// The reason of the Event on a configuration whose exemption metainit removed.
+pub const WEBHOOK_RESTORED: &str = "WebhookRestored";
+
+/// Builds the Event on a webhook configuration (a cluster-scoped object: the Event goes
+/// to `default`, as client-go's recorder puts it).
+pub fn webhook_event(
+    resource: &ApiResource,
+    meta: &ObjectMeta,
+    reason: &str,
+    message: String,
+    node: &str,
+) -> Event {
+    let (action, type_) = if reason == WEBHOOK_EXEMPTED {
+        ("Exempt", "Warning")
+    } else {
+        ("Restore", "Normal")
+    };
+    let mut e = event(resource, meta, reason, action, message, node);
+    e.type_ = Some(type_.into());
+    e
 }
 
 fn event(
     resource: &ApiResource,
-    obj: &Held,
+    meta: &ObjectMeta,
     reason: &str,
     action: &str,
     message: String,
     node: &str,
 ) -> Event {
     let now = Time(Timestamp::now());
-    let meta = &obj.metadata.meta;
+    let name = meta.name.as_deref().unwrap_or_default();
     Event {
         metadata: ObjectMeta {
             // client-go's naming: the object's name and a unique suffix.
-            name: Some(format!("{}.{:x}", obj.name(), now.0.as_nanosecond())),
+            name: Some(format!("{name}.{:x}", now.0.as_nanosecond())),
             namespace: Some(meta.namespace.clone().unwrap_or_else(|| "default".into())),
             ..ObjectMeta::default()
         },

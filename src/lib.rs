@@ -24,6 +24,7 @@ pub mod shutdown;
 pub mod status;
 pub mod validation;
 pub mod watch;
+pub mod webhooks;
 
 /// The git commit this binary was built from (build.rs), or "unknown".
 pub const GIT_COMMIT: &str = env!("METAINIT_GIT_COMMIT");

@@ -51,6 +51,11 @@ pub struct Metrics {
     pub gates_released: Family<GateLabels, Counter>,
     pub gated_pods: Family<GateLabels, Gauge>,
     pub gated_oldest: Family<GateLabels, Gauge>,
+    pub webhooks_exempted: Gauge,
+    pub webhook_exemptions: Counter,
+    pub webhook_restorations: Counter,
+    /// Counts the webhooks exempted now, from the configurations' store, when scraped.
+    exempted_source: std::sync::Mutex<Option<PendingSource>>,
     /// Counts the objects pending now, from the stores, when scraped.
     pending_sources: std::sync::Mutex<Vec<PendingSource>>,
     /// The watched gates and the unbound pods, read when scraped.
@@ -79,6 +84,24 @@ impl Default for Metrics {
         let gates_released = Family::<GateLabels, Counter>::default();
         let gated_pods = Family::<GateLabels, Gauge>::default();
         let gated_oldest = Family::<GateLabels, Gauge>::default();
+        let webhooks_exempted = Gauge::default();
+        let webhook_exemptions = Counter::default();
+        let webhook_restorations = Counter::default();
+        registry.register(
+            "webhooks_exempted",
+            "Webhooks whose own namespace metainit exempts now (--webhooks)",
+            webhooks_exempted.clone(),
+        );
+        registry.register(
+            "webhook_exemptions",
+            "Exemptions of a webhook's own namespace added (--webhooks)",
+            webhook_exemptions.clone(),
+        );
+        registry.register(
+            "webhook_restorations",
+            "Exemptions removed again once the webhook's service was back (--webhooks)",
+            webhook_restorations.clone(),
+        );
         registry.register(
             "gates_released",
             "Scheduling gates released by a --release-gate rule, by gate",
@@ -164,6 +187,10 @@ impl Default for Metrics {
             gates_released,
             gated_pods,
             gated_oldest,
+            webhooks_exempted,
+            webhook_exemptions,
+            webhook_restorations,
+            exempted_source: std::sync::Mutex::default(),
             pending_sources: std::sync::Mutex::default(),
             gated_source: std::sync::Mutex::default(),
         }
@@ -265,9 +292,26 @@ impl Metrics {
         }
     }
 
+    /// Counts the exempted webhooks from the configurations, when scraped.
+    pub fn exempted_from(&self, source: PendingSource) {
+        *self
+            .exempted_source
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(source);
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
         self.count_gated();
+        if let Some(count) = self
+            .exempted_source
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            self.webhooks_exempted
+                .set(i64::try_from(count()).unwrap_or(i64::MAX));
+        }
         let sources = self
             .pending_sources
             .lock()

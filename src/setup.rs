@@ -60,6 +60,11 @@ pub async fn clearers(
             "the server's version (--mode auto)",
         ));
     }
+    if args.webhooks && mode == Mode::Initializers {
+        return Err(crate::cli::webhooks_too_old(
+            "the server's version (--mode auto)",
+        ));
+    }
     if mode == Mode::SchedulingGates {
         crate::cli::gates_need_pods(&resources)?;
     }

@@ -67,7 +67,7 @@ pub struct Watch {
 }
 
 /// Why the watch restarted, for the metric.
-fn cause(e: &watcher::Error) -> &'static str {
+pub(crate) fn cause(e: &watcher::Error) -> &'static str {
     match e {
         watcher::Error::InitialListFailed(_) => "list_failed",
         watcher::Error::WatchStartFailed(_) => "watch_start_failed",
@@ -79,7 +79,7 @@ fn cause(e: &watcher::Error) -> &'static str {
 }
 
 /// The failure in words, with what to do about a 401 or 403.
-fn reason(e: &watcher::Error) -> String {
+pub(crate) fn reason(e: &watcher::Error) -> String {
     let (what, status) = match e {
         watcher::Error::InitialListFailed(e) => ("list failed", describe(e)),
         watcher::Error::WatchStartFailed(e) => ("watch start failed", describe(e)),
@@ -101,7 +101,7 @@ fn reason(e: &watcher::Error) -> String {
 }
 
 /// The server's answer behind a failure, as log fields (see `failure::status_fields`).
-fn status_fields(e: &watcher::Error) -> (Option<u16>, Option<&str>) {
+pub(crate) fn status_fields(e: &watcher::Error) -> (Option<u16>, Option<&str>) {
     match e {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)

@@ -1,0 +1,256 @@
+//! Whether each webhook's service has a ready endpoint, and since when: one watch per
+//! service, of its EndpointSlices only (`labelSelector=kubernetes.io/service-name=NAME`
+//! in its namespace), started when a configuration names the service and stopped when
+//! none does any more. An endpoint is ready unless its `conditions.ready` is `false` (the
+//! EndpointSlice API: "a nil value should be interpreted as true").
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+use futures::StreamExt;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::{
+    Api, Client,
+    runtime::{WatchStreamExt, watcher},
+};
+use tokio::{task::AbortHandle, time::Instant};
+use tracing::{info, warn};
+
+use super::decide::{Endpoints, Service};
+use crate::{admin::Health, metrics::Metrics};
+
+/// The label EndpointSlices carry with their service's name.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// The EndpointSlices' verdict: is any endpoint ready?
+pub fn any_ready<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> bool {
+    slices.into_iter().any(|s| {
+        s.endpoints
+            .iter()
+            .flatten()
+            .any(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+    })
+}
+
+struct Entry {
+    state: Endpoints,
+    /// How long the last outage lasted, once it ended.
+    outage: Option<Duration>,
+    /// The configurations (queue keys) that name this service.
+    refs: HashSet<String>,
+    task: AbortHandle,
+    health: usize,
+}
+
+/// Every watched service, shared by the workers and the watch tasks.
+pub struct Services {
+    client: Client,
+    origin: Instant,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+    /// Called with the configurations to look at again when a service's state changes.
+    wake: Arc<dyn Fn(&str) + Send + Sync>,
+    entries: Mutex<HashMap<Service, Entry>>,
+}
+
+impl Services {
+    pub fn new(
+        client: Client,
+        origin: Instant,
+        health: Arc<Health>,
+        metrics: Arc<Metrics>,
+        wake: Arc<dyn Fn(&str) + Send + Sync>,
+    ) -> Arc<Self> {
+        Arc::new(Services {
+            client,
+            origin,
+            health,
+            metrics,
+            wake,
+            entries: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<Service, Entry>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What is known of a service's endpoints.
+    pub fn endpoints(&self, service: &Service) -> Endpoints {
+        self.lock()
+            .get(service)
+            .map_or(Endpoints::Unknown, |e| e.state)
+    }
+
+    /// How long the service's last outage lasted, once it is over.
+    pub fn outage(&self, service: &Service) -> Option<Duration> {
+        self.lock().get(service).and_then(|e| e.outage)
+    }
+
+    /// `config` names exactly `services` now: watches start for new ones and stop for
+    /// the ones no configuration names any more.
+    pub fn track(self: &Arc<Self>, config: &str, services: &[Service]) {
+        let mut entries = self.lock();
+        for s in services {
+            if let Some(e) = entries.get_mut(s) {
+                e.refs.insert(config.to_string());
+                continue;
+            }
+            let health = self
+                .health
+                .add_watch(&format!("endpointslices of {s}"), &slices_path(s));
+            let task = tokio::spawn(self.clone().watch(s.clone(), health)).abort_handle();
+            entries.insert(
+                s.clone(),
+                Entry {
+                    state: Endpoints::Unknown,
+                    outage: None,
+                    refs: HashSet::from([config.to_string()]),
+                    task,
+                    health,
+                },
+            );
+        }
+        let health = &self.health;
+        entries.retain(|s, e| {
+            if !services.contains(s) {
+                e.refs.remove(config);
+            }
+            let keep = !e.refs.is_empty();
+            if !keep {
+                e.task.abort();
+                health.retire(e.health);
+            }
+            keep
+        });
+    }
+
+    /// A new verdict for `service`; wakes its configurations if it changed.
+    fn set(&self, service: &Service, ready: bool) {
+        let now = self.origin.elapsed();
+        let refs: Vec<String> = {
+            let mut entries = self.lock();
+            let Some(e) = entries.get_mut(service) else {
+                return;
+            };
+            let next = match (e.state, ready) {
+                (Endpoints::Ready { .. }, true) | (Endpoints::Down { .. }, false) => return,
+                (Endpoints::Down { since }, true) => {
+                    e.outage = Some(now.saturating_sub(since));
+                    info!(service = %service, after = %crate::discovery::human_duration(now.saturating_sub(since)),
+                          "a webhook's service has a ready endpoint again");
+                    Endpoints::Ready { since: now }
+                }
+                (_, true) => Endpoints::Ready { since: now },
+                (_, false) => {
+                    info!(service = %service, "a webhook's service has no ready endpoint");
+                    Endpoints::Down { since: now }
+                }
+            };
+            e.state = next;
+            e.refs.iter().cloned().collect()
+        };
+        for r in refs {
+            (self.wake)(&r);
+        }
+    }
+
+    /// The watch of one service's EndpointSlices, for as long as a configuration names it.
+    async fn watch(self: Arc<Self>, service: Service, health: usize) {
+        let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &service.namespace);
+        let config =
+            watcher::Config::default().labels(&format!("{SERVICE_NAME_LABEL}={}", service.name));
+        let mut stream = watcher(api, config).default_backoff().boxed();
+        let name = format!("endpointslices of {service}");
+        let mut slices: HashMap<String, EndpointSlice> = HashMap::new();
+        let mut listing: HashMap<String, EndpointSlice> = HashMap::new();
+        let mut synced = false;
+        let mut failing: Option<(std::time::Instant, u32)> = None;
+        while let Some(event) = stream.next().await {
+            let event = match event {
+                Ok(e) => e,
+                Err(e) => {
+                    let cause = crate::watch::cause(&e);
+                    self.metrics.watch_restart(cause);
+                    failing.get_or_insert((std::time::Instant::now(), 0)).1 += 1;
+                    if cause != "expired" {
+                        let why = crate::watch::reason(&e);
+                        self.health.watch_failed(health, why.clone());
+                        let (code, reason) = crate::watch::status_fields(&e);
+                        warn!(resource = %name, error = %why, status.code = code,
+                              status.reason = reason.map(tracing::field::display), "watch failed; retrying with backoff");
+                    }
+                    continue;
+                }
+            };
+            if !matches!(event, watcher::Event::Init) {
+                if let Some((since, attempts)) = failing.take() {
+                    info!(resource = %name, after = ?since.elapsed(), attempts, "watch recovered");
+                }
+                self.health.watch_ok(health);
+            }
+            let key = |s: &EndpointSlice| s.metadata.name.clone().unwrap_or_default();
+            match event {
+                watcher::Event::Init => listing.clear(),
+                watcher::Event::InitApply(s) => {
+                    listing.insert(key(&s), s);
+                }
+                watcher::Event::InitDone => {
+                    slices = std::mem::take(&mut listing);
+                    if !synced {
+                        synced = true;
+                        self.health.synced(health);
+                    }
+                    self.set(&service, any_ready(slices.values()));
+                }
+                watcher::Event::Apply(s) => {
+                    slices.insert(key(&s), s);
+                    self.set(&service, any_ready(slices.values()));
+                }
+                watcher::Event::Delete(s) => {
+                    slices.remove(&key(&s));
+                    self.set(&service, any_ready(slices.values()));
+                }
+            }
+        }
+    }
+}
+
+fn slices_path(s: &Service) -> String {
+    format!(
+        "/apis/discovery.k8s.io/v1/namespaces/{}/endpointslices",
+        s.namespace
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn slice(ready: &[Option<bool>]) -> EndpointSlice {
+        let endpoints: Vec<_> = ready
+            .iter()
+            .map(|r| match r {
+                Some(r) => json!({"addresses": ["10.0.0.1"], "conditions": {"ready": r}}),
+                None => json!({"addresses": ["10.0.0.1"]}),
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": "s"}, "addressType": "IPv4", "endpoints": endpoints
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn ready_unless_said_otherwise() {
+        assert!(!any_ready(&[]));
+        assert!(!any_ready(&[slice(&[])]));
+        assert!(!any_ready(&[slice(&[Some(false)]), slice(&[Some(false)])]));
+        assert!(any_ready(&[slice(&[Some(false)]), slice(&[Some(true)])]));
+        assert!(any_ready(&[slice(&[None])]), "nil means ready");
+    }
+}

@@ -1,0 +1,595 @@
+//! `--webhooks`: the deadlock of an admission webhook that intercepts its own pods. A
+//! webhook that fails closed cannot get its own pods created once its service has no
+//! endpoints: every pod creation in its namespace calls it, and nothing answers. On each
+//! webhook configuration that carries the label key, metainit watches the service of every
+//! webhook that fails closed (`endpoints.rs`); when one has had no ready endpoint for
+//! `--webhook-grace`, it exempts that service's own namespace from that webhook alone
+//! (`decide.rs`), and once the service has had ready endpoints for the grace again, it
+//! removes exactly what it added. Patches to webhook configurations are never sent to
+//! webhooks, so this always works; every other namespace keeps failing closed.
+//!
+//! Shape: the two configuration kinds are watched by label (kube-runtime's watcher and a
+//! reflector store each) and feed one work queue (`queue.rs`) keyed by
+//! `plural/name`; a service's change of state queues the configurations that name it; a
+//! grace period still running is a timer on the queue.
+
+pub mod decide;
+pub mod endpoints;
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::jiff::Timestamp;
+use kube::{
+    Api, Client, Resource,
+    api::{ApiResource, DynamicObject},
+    runtime::{
+        WatchStreamExt,
+        reflector::{ObjectRef, Store, store::Writer},
+        watcher,
+    },
+};
+use serde::de::IgnoredAny;
+use serde_json::Value;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use crate::{
+    admin::Health,
+    discovery::human_duration,
+    events::{self, Sink},
+    failure::{self, Failure, describe, status_fields},
+    metrics::Metrics,
+    queue::Queue,
+};
+use decide::{ANNOTATION, Endpoints, Hook, Service, Step};
+use endpoints::Services;
+
+pub const GROUP: &str = "admissionregistration.k8s.io";
+
+/// The two kinds of webhook configuration (admissionregistration.k8s.io/v1, cluster-scoped).
+pub fn kinds() -> [ApiResource; 2] {
+    let kind = |kind: &str, plural: &str| ApiResource {
+        group: GROUP.into(),
+        version: "v1".into(),
+        api_version: format!("{GROUP}/v1"),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    [
+        kind(
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+        ),
+        kind(
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        ),
+    ]
+}
+
+/// What the engine needs from the command line.
+pub struct Settings {
+    pub label_key: String,
+    pub grace: Duration,
+    pub dry_run: bool,
+    pub node: String,
+    pub concurrency: usize,
+}
+
+/// What this process added, per configuration uid and webhook: when (for the once-per-grace
+/// rule) and how many times someone else took it away again.
+#[derive(Clone, Copy)]
+struct Added {
+    at: Duration,
+    reverts: u32,
+}
+
+struct Engine {
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    events: Arc<Sink>,
+    stores: Vec<(ApiResource, Store<DynamicObject>)>,
+    services: Arc<Services>,
+    queue: Arc<Queue<String>>,
+    origin: Instant,
+    added: Mutex<HashMap<(String, String), Added>>,
+    failures: Mutex<HashMap<String, u32>>,
+    /// Dry-run lines already said, so each is logged once per state.
+    said: Mutex<HashSet<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The queue's key of a configuration: `plural/name`.
+fn key_of(ar: &ApiResource, name: &str) -> String {
+    format!("{}/{name}", ar.plural)
+}
+
+/// Runs the engine until `stop` resolves.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+    events: Arc<Sink>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let queue: Arc<Queue<String>> = Queue::new(settings.concurrency);
+    let wake = {
+        let queue = queue.clone();
+        Arc::new(move |key: &str| queue.add(key.to_string())) as Arc<dyn Fn(&str) + Send + Sync>
+    };
+    let origin = Instant::now();
+    let services = Services::new(
+        client.clone(),
+        origin,
+        health.clone(),
+        metrics.clone(),
+        wake,
+    );
+    let mut stores = Vec::new();
+    let mut sources = Vec::new();
+    for ar in kinds() {
+        let writer: Writer<DynamicObject> = Writer::new(ar.clone());
+        stores.push((ar.clone(), writer.as_reader()));
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        sources.push(follow(
+            api,
+            ar,
+            settings.label_key.clone(),
+            writer,
+            health.clone(),
+            metrics.clone(),
+        ));
+    }
+    {
+        let stores: Vec<Store<DynamicObject>> = stores.iter().map(|(_, s)| s.clone()).collect();
+        metrics.exempted_from(Box::new(move || {
+            stores
+                .iter()
+                .flat_map(|s| s.state())
+                .map(|o| records_of(&o).map_or(0, |r| r.len()))
+                .sum()
+        }));
+    }
+    info!(label_key = %settings.label_key, grace = %human_duration(settings.grace), dry_run = settings.dry_run,
+          "watching labelled webhook configurations and their services' endpoints");
+    let concurrency = settings.concurrency;
+    let engine = Arc::new(Engine {
+        client,
+        settings,
+        metrics,
+        events,
+        stores,
+        services,
+        queue: queue.clone(),
+        origin,
+        added: Mutex::default(),
+        failures: Mutex::default(),
+        said: Mutex::default(),
+    });
+    let source = futures::stream::select_all(sources);
+    queue
+        .run(
+            source,
+            concurrency,
+            move |key| {
+                let engine = engine.clone();
+                async move { engine.work(key).await }
+            },
+            stop,
+        )
+        .await;
+}
+
+fn records_of(
+    obj: &DynamicObject,
+) -> Result<std::collections::BTreeMap<String, decide::Record>, String> {
+    decide::records(
+        obj.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION))
+            .map(String::as_str),
+    )
+}
+
+/// The keys of the labelled configurations of one kind, as the watch sees them change;
+/// the store behind `writer` is kept up to date first. After a relist, every key known
+/// before is yielded too, so a configuration deleted meanwhile lets go of its services.
+fn follow(
+    api: Api<DynamicObject>,
+    ar: ApiResource,
+    label_key: String,
+    mut writer: Writer<DynamicObject>,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+) -> std::pin::Pin<Box<dyn Stream<Item = String> + Send>> {
+    let name = ar.plural.clone();
+    let index = health.add_watch(&name, api.resource_url());
+    let mut failing: Option<(std::time::Instant, u32)> = None;
+    let mut known: HashSet<String> = HashSet::new();
+    let mut listed: HashSet<String> = HashSet::new();
+    watcher(api, watcher::Config::default().labels(&label_key))
+        .default_backoff()
+        .flat_map(move |event| {
+            let keys: Vec<String> = match event {
+                Err(e) => {
+                    let cause = crate::watch::cause(&e);
+                    metrics.watch_restart(cause);
+                    failing.get_or_insert((std::time::Instant::now(), 0)).1 += 1;
+                    if cause != "expired" {
+                        let why = crate::watch::reason(&e);
+                        health.watch_failed(index, why.clone());
+                        let (code, reason) = crate::watch::status_fields(&e);
+                        warn!(resource = %name, error = %why, status.code = code,
+                              status.reason = reason.map(tracing::field::display), "watch failed; retrying with backoff");
+                    }
+                    Vec::new()
+                }
+                Ok(event) => {
+                    if !matches!(event, watcher::Event::Init) {
+                        if let Some((since, attempts)) = failing.take() {
+                            info!(resource = %name, after = ?since.elapsed(), attempts, "watch recovered");
+                        }
+                        health.watch_ok(index);
+                    }
+                    writer.apply_watcher_event(&event);
+                    match event {
+                        watcher::Event::Init => {
+                            listed.clear();
+                            Vec::new()
+                        }
+                        watcher::Event::InitApply(o) => {
+                            listed.insert(key_of(&ar, &o.name_any()));
+                            Vec::new()
+                        }
+                        watcher::Event::InitDone => {
+                            info!(resource = %name, labelled = listed.len(), label_key = %label_key, "listed; watching");
+                            health.synced(index);
+                            let all: Vec<String> = known.union(&listed).cloned().collect();
+                            known = std::mem::take(&mut listed);
+                            all
+                        }
+                        watcher::Event::Apply(o) => {
+                            let k = key_of(&ar, &o.name_any());
+                            known.insert(k.clone());
+                            vec![k]
+                        }
+                        watcher::Event::Delete(o) => {
+                            let k = key_of(&ar, &o.name_any());
+                            if records_of(&o).is_ok_and(|r| !r.is_empty()) {
+                                warn!(config = %k, annotation = ANNOTATION,
+                                      "a configuration metainit had exempted was deleted or lost the label key: \
+                                       metainit no longer sees it, and its exemption stays until removed by hand");
+                            }
+                            known.remove(&k);
+                            vec![k]
+                        }
+                    }
+                }
+            };
+            futures::stream::iter(keys)
+        })
+        .boxed()
+}
+
+use kube::ResourceExt;
+
+impl Engine {
+    async fn work(self: Arc<Self>, key: String) {
+        match self.reconcile(&key).await {
+            Ok(wait) => {
+                lock(&self.failures).remove(&key);
+                if let Some(wait) = wait {
+                    self.queue.add_at(key, Instant::now() + wait);
+                }
+            }
+            Err(f) => {
+                let failures = {
+                    let mut all = lock(&self.failures);
+                    let n = all.entry(key.clone()).or_insert(0);
+                    *n = n.saturating_add(1);
+                    *n
+                };
+                let backoff = failure::backoff(failures, failure::retry_after(&f.error));
+                let wait = self.queue.add_after(key.clone(), backoff);
+                self.report(&key, &f, failures, wait);
+            }
+        }
+    }
+
+    fn find(&self, key: &str) -> Option<(ApiResource, Option<Arc<DynamicObject>>)> {
+        let (plural, name) = key.split_once('/')?;
+        let (ar, store) = self.stores.iter().find(|(ar, _)| ar.plural == plural)?;
+        Some((
+            ar.clone(),
+            store.get(&ObjectRef::new_with(name, ar.clone())),
+        ))
+    }
+
+    /// One look at a configuration; `Some(wait)`: look again after `wait`.
+    async fn reconcile(&self, key: &str) -> Result<Option<Duration>, Failure> {
+        let Some((ar, obj)) = self.find(key) else {
+            return Ok(None);
+        };
+        let Some(obj) = obj else {
+            // Deleted, or no longer labelled: its services are no longer watched for it.
+            self.services.track(key, &[]);
+            return Ok(None);
+        };
+        let hooks = decide::hooks(&obj.data);
+        let records = match records_of(&obj) {
+            Ok(r) => r,
+            Err(why) => {
+                if lock(&self.said).insert(format!("{key}/unreadable")) {
+                    warn!(config = %key, %why, "left alone");
+                }
+                return Ok(None);
+            }
+        };
+        let mut services: Vec<Service> = hooks
+            .iter()
+            .filter_map(|h| h.guarded_service().cloned())
+            .collect();
+        services.sort();
+        services.dedup();
+        self.services.track(key, &services);
+        for h in hooks
+            .iter()
+            .filter(|h| h.fails_closed && h.service.is_none())
+        {
+            if lock(&self.said).insert(format!("{key}/{}/url", h.name)) {
+                info!(config = %key, webhook = %h.name,
+                      "a webhook called by url, not through a service: metainit cannot see whether it is up, and leaves it alone");
+            }
+        }
+        let now = self.origin.elapsed();
+        let uid = obj.uid().unwrap_or_default();
+        let mut steps = Vec::new();
+        let mut wait: Option<Duration> = None;
+        for h in &hooks {
+            let endpoints = h
+                .guarded_service()
+                .map_or(Endpoints::Unknown, |s| self.services.endpoints(s));
+            let last = lock(&self.added)
+                .get(&(uid.clone(), h.name.clone()))
+                .map(|a| a.at);
+            let step = decide::decide(
+                h,
+                records.get(&h.name),
+                endpoints,
+                self.settings.grace,
+                now,
+                last,
+            );
+            match step {
+                Step::Wait(w) => wait = Some(wait.map_or(w, |o: Duration| o.min(w))),
+                Step::Nothing => {}
+                _ => steps.push((h.index, step)),
+            }
+        }
+        let stale = records.keys().any(|n| !hooks.iter().any(|h| &h.name == n));
+        if steps.is_empty() && !stale {
+            return Ok(wait);
+        }
+        if self.settings.dry_run {
+            self.say_dry_run(key, &uid, &hooks, &steps);
+            return Ok(wait);
+        }
+        let Some(patch) =
+            decide::patch(&obj.metadata, &hooks, &steps, &Timestamp::now().to_string())
+        else {
+            return Ok(wait);
+        };
+        if !self.send(&ar, &obj.name_any(), &patch).await? {
+            return Ok(None);
+        }
+        for (index, step) in &steps {
+            let Some(h) = hooks.iter().find(|h| h.index == *index) else {
+                continue;
+            };
+            self.done(&ar, &obj, key, &uid, h, step, records.contains_key(&h.name));
+        }
+        Ok(wait)
+    }
+
+    /// Logs, counts and writes the Event for a step the server accepted.
+    #[allow(clippy::too_many_arguments)]
+    fn done(
+        &self,
+        ar: &ApiResource,
+        obj: &DynamicObject,
+        key: &str,
+        uid: &str,
+        h: &Hook,
+        step: &Step,
+        had_record: bool,
+    ) {
+        let service = h
+            .service
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let node = &self.settings.node;
+        match step {
+            Step::Exempt {
+                namespace,
+                down_for,
+            } => {
+                let now = self.origin.elapsed();
+                let reverts = {
+                    let mut added = lock(&self.added);
+                    let entry = added
+                        .entry((uid.to_string(), h.name.clone()))
+                        .or_insert(Added {
+                            at: now,
+                            reverts: 0,
+                        });
+                    // Added before (by this process, or by any, says the record), and
+                    // gone again while the service stayed down: someone took it away.
+                    if had_record || entry.at != now {
+                        entry.reverts += 1;
+                    }
+                    entry.at = now;
+                    entry.reverts
+                };
+                if reverts > 0 {
+                    warn!(config = %key, webhook = %h.name, namespace = %namespace, reverts,
+                          "the exemption was removed by someone else while the service was still down \
+                           (a GitOps sync or a Helm upgrade?): added again, at most once per --webhook-grace");
+                }
+                info!(config = %key, webhook = %h.name, namespace = %namespace, service = %service,
+                      down_for = %human_duration(*down_for),
+                      "exempted the webhook's own namespace: its service has no ready endpoint");
+                self.metrics.webhook_exemptions.inc();
+                let message = format!(
+                    "metainit exempted namespace {namespace} from webhook {}: its service {service} has had no ready endpoint for {} (--webhook-grace {}); every other namespace is still intercepted",
+                    h.name,
+                    human_duration(*down_for),
+                    human_duration(self.settings.grace)
+                );
+                self.events.send(
+                    events::webhook_event(
+                        ar,
+                        &obj.metadata,
+                        events::WEBHOOK_EXEMPTED,
+                        message,
+                        node,
+                    ),
+                    key.to_string(),
+                );
+            }
+            Step::Restore { record, up_for } => {
+                lock(&self.added).remove(&(uid.to_string(), h.name.clone()));
+                let namespace = record
+                    .expression
+                    .pointer("/values/0")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let gone = h
+                    .service
+                    .as_ref()
+                    .and_then(|s| self.services.outage(s))
+                    .map(human_duration);
+                let why = match (up_for, &gone) {
+                    (Some(up), Some(gone)) => format!(
+                        "its service {service} has had ready endpoints for {} after {gone} without",
+                        human_duration(*up)
+                    ),
+                    (Some(up), None) => format!(
+                        "its service {service} has had ready endpoints for {}",
+                        human_duration(*up)
+                    ),
+                    (None, _) => "the webhook no longer fails closed on a service".to_string(),
+                };
+                info!(config = %key, webhook = %h.name, namespace = %namespace, service = %service,
+                      endpoints_gone_for = gone.as_deref().unwrap_or("-"), "restored the webhook's namespace selector: {why}");
+                self.metrics.webhook_restorations.inc();
+                let message = format!(
+                    "metainit restored webhook {} for namespace {namespace}: {why}",
+                    h.name
+                );
+                self.events.send(
+                    events::webhook_event(
+                        ar,
+                        &obj.metadata,
+                        events::WEBHOOK_RESTORED,
+                        message,
+                        node,
+                    ),
+                    key.to_string(),
+                );
+            }
+            Step::Nothing | Step::Wait(_) => {}
+        }
+    }
+
+    fn say_dry_run(&self, key: &str, uid: &str, hooks: &[Hook], steps: &[(usize, Step)]) {
+        for (index, step) in steps {
+            let Some(h) = hooks.iter().find(|h| h.index == *index) else {
+                continue;
+            };
+            let service = h
+                .service
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            match step {
+                Step::Exempt {
+                    namespace,
+                    down_for,
+                } => {
+                    if lock(&self.said).insert(format!("{uid}/{}/exempt", h.name)) {
+                        info!(config = %key, webhook = %h.name, namespace = %namespace, service = %service,
+                              down_for = %human_duration(*down_for), "dry run: would exempt the webhook's own namespace");
+                    }
+                }
+                Step::Restore { .. } => {
+                    if lock(&self.said).insert(format!("{uid}/{}/restore", h.name)) {
+                        info!(config = %key, webhook = %h.name, service = %service,
+                              "dry run: would restore the webhook's namespace selector");
+                    }
+                }
+                Step::Nothing | Step::Wait(_) => {}
+            }
+        }
+    }
+
+    /// Sends the JSON patch: `true` once accepted, `false` if the configuration is gone.
+    async fn send(&self, ar: &ApiResource, name: &str, patch: &Value) -> Result<bool, Failure> {
+        let url = format!("{}/{name}", DynamicObject::url_path(ar, None));
+        let body =
+            serde_json::to_vec(patch).map_err(|e| Failure::from(kube::Error::SerdeError(e)))?;
+        let request = http::Request::patch(url)
+            .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+            .extension("patch")
+            .body(body)
+            .map_err(|e| Failure::from(kube::Error::HttpError(e)))?;
+        match self.client.request::<IgnoredAny>(request).await {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                let f = Failure::from(e);
+                if f.class.policy().retry {
+                    Err(f)
+                } else {
+                    Ok(false)
+                }
+            }
+        }
+    }
+
+    fn report(&self, key: &str, failure: &Failure, failures: u32, retry_in: Duration) {
+        let policy = failure.class.policy();
+        if let Some(reason) = policy.reason {
+            self.metrics.failure(reason);
+        }
+        let error = describe(&failure.error);
+        let (code, reason) = status_fields(&failure.error);
+        let hint = if failure.class == failure::Class::Forbidden {
+            Some(RBAC_HINT)
+        } else {
+            None
+        };
+        // A race (two replicas, a GitOps sync) is looked at again on the newest state:
+        // worth a line only when it keeps happening.
+        if failure.class == failure::Class::Race && failures < 5 {
+            tracing::debug!(config = %key, %error, failures, retry_in = ?retry_in, "configuration changed meanwhile; looking again");
+            return;
+        }
+        warn!(config = %key, %error, status.code = code, status.reason = reason.map(tracing::field::display),
+              failures, retry_in = ?retry_in, hint, "cannot patch the webhook configuration yet; retrying");
+    }
+}
+
+/// What to do about a 403 on a webhook configuration.
+pub const RBAC_HINT: &str = "grant patch on mutatingwebhookconfigurations and validatingwebhookconfigurations, and list and watch on endpointslices, to metainit's user: manifests/rbac-webhooks.yaml";
