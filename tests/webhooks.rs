@@ -1,0 +1,549 @@
+//! `--webhooks` against the double's admission webhooks (1.33): a webhook that fails
+//! closed on pod creation, whose service has no ready endpoint, cannot get its own pods
+//! created. What is asserted is what the operator sees: which pods the server lets in,
+//! the configuration on the server (byte for byte after a restore), the Events, the
+//! metrics and the log; and that nothing else is written.
+
+mod common;
+
+use std::time::{Duration, SystemTime};
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+
+const VWC: &str = "validatingwebhookconfigurations.admissionregistration.k8s.io";
+const MWC: &str = "mutatingwebhookconfigurations.admissionregistration.k8s.io";
+const EPS: &str = "endpointslices.discovery.k8s.io";
+const ANNOTATION: &str = "k8s.opsani.io/metainit-exempted";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A configuration with one webhook on pod creation, calling `ns/svc`.
+fn config(name: &str, labelled: bool, hook: &str, policy: &str, ns: &str, svc: &str) -> Value {
+    let mut labels = json!({"app": "policy"});
+    if labelled {
+        labels[LABEL] = json!("");
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name, "labels": labels},
+        "webhooks": [webhook(hook, policy, json!({"service": {"namespace": ns, "name": svc, "path": "/validate"}}))],
+    })
+}
+
+fn webhook(name: &str, policy: &str, client_config: Value) -> Value {
+    json!({
+        "name": name,
+        "clientConfig": client_config,
+        "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+        "failurePolicy": policy,
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    })
+}
+
+fn service(ns: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"ports": [{"port": 443, "targetPort": 8443}]},
+    })
+}
+
+fn slice(ns: &str, svc: &str, ready: bool) -> Value {
+    json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("{svc}-abc"), "namespace": ns,
+                     "labels": {"kubernetes.io/service-name": svc}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.7"], "conditions": {"ready": ready}}],
+        "ports": [{"port": 8443, "protocol": "TCP"}],
+    })
+}
+
+/// A service with an EndpointSlice, ready or not.
+fn serve(bed: &Bed, ns: &str, svc: &str, ready: bool) {
+    bed.double
+        .create("services", ns, service(ns, svc))
+        .expect("service");
+    bed.double
+        .create(EPS, ns, slice(ns, svc, ready))
+        .expect("slice");
+}
+
+fn set_ready(bed: &Bed, ns: &str, svc: &str, ready: bool) {
+    let mut s = bed
+        .double
+        .get(EPS, ns, &format!("{svc}-abc"))
+        .expect("slice");
+    s["endpoints"][0]["conditions"]["ready"] = json!(ready);
+    bed.double.update(EPS, ns, s).expect("slice updated");
+}
+
+/// Creates a pod through the API, as a controller would: `Err` with the server's code
+/// and message when admission refuses it.
+async fn create_pod(bed: &Bed, ns: &str, name: &str) -> Result<(), (u16, String)> {
+    let api: Api<Pod> = Api::namespaced(client(bed), ns);
+    let pod: Pod = serde_json::from_value(pod(name, false)).unwrap();
+    match api.create(&PostParams::default(), &pod).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) => Err((s.code, s.message)),
+        Err(e) => panic!("create {ns}/{name}: {e}"),
+    }
+}
+
+/// Waits until a pod can be created in `ns` (each try a new name).
+async fn until_admitted(bed: &Bed, ns: &str, what: &str) {
+    let start = std::time::Instant::now();
+    let mut n = 0;
+    loop {
+        n += 1;
+        match create_pod(bed, ns, &format!("try-{n}")).await {
+            Ok(()) => return,
+            Err(e) => assert!(start.elapsed() < WAIT, "{what}: still refused: {e:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn refused(bed: &Bed, ns: &str, name: &str) -> String {
+    match create_pod(bed, ns, name).await {
+        Ok(()) => panic!("{ns}/{name} was admitted; the webhook should refuse it"),
+        Err((code, message)) => {
+            assert_eq!(code, 500, "{message}");
+            message
+        }
+    }
+}
+
+fn patches_to(bed: &Bed, plural: &str, name: &str) -> Vec<(SystemTime, Value)> {
+    bed.double
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.method == "PATCH"
+                && r.status < 300
+                && r.path_and_query
+                    .split('?')
+                    .next()
+                    .is_some_and(|p| p.ends_with(&format!("/{plural}/{name}")))
+        })
+        .map(|r| (r.at, serde_json::from_str(&r.body).unwrap_or(Value::Null)))
+        .collect()
+}
+
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn entry(bed: &Bed, name: &str) -> Value {
+    bed.double.get(VWC, "", name).expect("configuration")["webhooks"][0].clone()
+}
+
+#[tokio::test]
+async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
+    let bed = Bed::modern().await;
+    serve(&bed, "gk", "gk-svc", false);
+    bed.double
+        .create(
+            VWC,
+            "",
+            config(
+                "gk",
+                true,
+                "validate.gk.example.com",
+                "Fail",
+                "gk",
+                "gk-svc",
+            ),
+        )
+        .expect("configuration");
+    let original = entry(&bed, "gk");
+    // The deadlock: the webhook's own pod cannot be created, nor can anyone else's.
+    let message = refused(&bed, "gk", "gk-controller").await;
+    assert!(
+        message.contains("failed calling webhook \"validate.gk.example.com\""),
+        "{message}"
+    );
+    refused(&bed, "team-a", "web").await;
+
+    let started = SystemTime::now();
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "2s"]);
+    until_admitted(&bed, "gk", "the webhook's own namespace").await;
+    // Not before the grace period: the service was seen down no earlier than start.
+    let exempt = patches_to(&bed, "validatingwebhookconfigurations", "gk");
+    assert_eq!(exempt.len(), 1, "{exempt:?}");
+    assert!(
+        exempt[0].0.duration_since(started).unwrap() >= Duration::from_secs(2),
+        "exempted before --webhook-grace"
+    );
+    assert_eq!(
+        tested_paths(&exempt[0].1),
+        ["/metadata/uid", "/metadata/resourceVersion", "/webhooks/0"]
+    );
+    // Every other namespace still fails closed.
+    let message = refused(&bed, "team-a", "web-2").await;
+    assert!(message.contains("failed calling webhook"), "{message}");
+    let exempted = bed.double.get(VWC, "", "gk").unwrap();
+    assert_eq!(
+        exempted["webhooks"][0]["namespaceSelector"],
+        json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gk"]}]})
+    );
+    let record: Value = serde_json::from_str(
+        exempted["metadata"]["annotations"][ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        record["validate.gk.example.com"]["expression"]["values"],
+        json!(["gk"])
+    );
+    metainit
+        .logged("the exemption line", |l| {
+            l.contains("exempted the webhook's own namespace")
+                && l.contains("webhook=validate.gk.example.com")
+                && l.contains("namespace=gk")
+        })
+        .await;
+    let addr = metainit.admin_addr().await;
+    let (_, text) = admin_get(&addr, "/metrics").await;
+    assert_eq!(metric(&text, "metainit_webhooks_exempted"), Some(1.0));
+    assert_eq!(
+        metric(&text, "metainit_webhook_exemptions_total"),
+        Some(1.0)
+    );
+
+    // The service comes back: after the grace, exactly the original entry again.
+    set_ready(&bed, "gk", "gk-svc", true);
+    eventually("restored", WAIT, || {
+        let now = bed.double.get(VWC, "", "gk").unwrap();
+        now["webhooks"][0] == original && now["metadata"].get("annotations").is_none()
+    })
+    .await;
+    metainit
+        .logged("the restore line", |l| {
+            l.contains("restored the webhook's namespace selector")
+        })
+        .await;
+    let events: Vec<Value> = bed
+        .double
+        .events()
+        .into_iter()
+        .filter(|e| e["involvedObject"]["name"] == "gk")
+        .collect();
+    let reasons: Vec<&str> = events
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        reasons,
+        ["WebhookSelfExempted", "WebhookRestored"],
+        "{events:#?}"
+    );
+    assert!(
+        events[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("namespace gk from webhook validate.gk.example.com"),
+        "{:?}",
+        events[0]["message"]
+    );
+    assert_eq!(events[0]["type"], "Warning");
+    assert_eq!(
+        events[0]["involvedObject"]["kind"],
+        "ValidatingWebhookConfiguration"
+    );
+    let (_, text) = admin_get(&addr, "/metrics").await;
+    assert_eq!(metric(&text, "metainit_webhooks_exempted"), Some(0.0));
+    assert_eq!(
+        metric(&text, "metainit_webhook_restorations_total"),
+        Some(1.0)
+    );
+    assert_eq!(
+        patches_to(&bed, "validatingwebhookconfigurations", "gk").len(),
+        2,
+        "one PATCH to exempt, one to restore"
+    );
+    // Both namespaces are intercepted again: with metainit gone and the service down,
+    // both fail closed.
+    assert!(metainit.problems().is_empty(), "{:#?}", metainit.problems());
+    metainit.stop().await;
+    set_ready(&bed, "gk", "gk-svc", false);
+    refused(&bed, "gk", "again").await;
+    refused(&bed, "team-a", "again").await;
+}
+
+#[tokio::test]
+async fn leaves_alone_what_is_not_its_to_touch() {
+    let bed = Bed::modern().await;
+    serve(&bed, "gk", "gk-svc", false);
+    // Not labelled; Ignore; a url; a mutating one without a service; and one to wait for.
+    bed.double
+        .create(
+            VWC,
+            "",
+            config("unlabelled", false, "u.example.com", "Fail", "gk", "gk-svc"),
+        )
+        .unwrap();
+    bed.double
+        .create(
+            VWC,
+            "",
+            config("ignore", true, "i.example.com", "Ignore", "gk", "gk-svc"),
+        )
+        .unwrap();
+    let mut url = config("url", true, "url.example.com", "Fail", "gk", "gk-svc");
+    url["webhooks"][0]["clientConfig"] = json!({"url": "https://policy.example.com/validate"});
+    bed.double.create(VWC, "", url).unwrap();
+    let mut mutating = config("m", false, "m.example.com", "Fail", "gk", "gk-svc");
+    mutating["kind"] = json!("MutatingWebhookConfiguration");
+    bed.double.create(MWC, "", mutating).unwrap();
+    serve(&bed, "kyverno", "kyverno-svc", false);
+    bed.double
+        .create(
+            VWC,
+            "",
+            config(
+                "ky",
+                true,
+                "k.example.com",
+                "Fail",
+                "kyverno",
+                "kyverno-svc",
+            ),
+        )
+        .unwrap();
+    let before: Vec<Value> = ["unlabelled", "ignore", "url"]
+        .iter()
+        .map(|n| bed.double.get(VWC, "", n).unwrap())
+        .collect();
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s"]);
+    eventually("ky exempted", WAIT, || {
+        patches_to(&bed, "validatingwebhookconfigurations", "ky").len() == 1
+    })
+    .await;
+    metainit
+        .logged("the url line", |l| {
+            l.contains("called by url") && l.contains("webhook=url.example.com")
+        })
+        .await;
+    let after: Vec<Value> = ["unlabelled", "ignore", "url"]
+        .iter()
+        .map(|n| bed.double.get(VWC, "", n).unwrap())
+        .collect();
+    assert_eq!(after, before);
+    assert!(bed.double.get(MWC, "", "m").is_some());
+    let writes: Vec<String> = bed
+        .double
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET" && !r.path_and_query.contains("/events"))
+        .map(|r| format!("{} {}", r.method, r.path_and_query))
+        .collect();
+    assert_eq!(writes.len(), 1, "one PATCH, to ky: {writes:#?}");
+    // Selection on the server: configurations by label, slices by service name.
+    for r in bed.double.requests().iter().filter(|r| r.method == "GET") {
+        let p = &r.path_and_query;
+        if p.contains("webhookconfigurations") {
+            assert!(
+                p.contains("labelSelector=k8s.opsani.io%2Finitializer"),
+                "{p}"
+            );
+        }
+        if p.contains("endpointslices") {
+            assert!(
+                p.contains("labelSelector=kubernetes.io%2Fservice-name%3D"),
+                "{p}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn endpoints_flapping_faster_than_the_grace_period_cause_no_patch() {
+    let bed = Bed::modern().await;
+    serve(&bed, "gk", "gk-svc", true);
+    bed.double
+        .create(
+            VWC,
+            "",
+            config(
+                "gk",
+                true,
+                "validate.gk.example.com",
+                "Fail",
+                "gk",
+                "gk-svc",
+            ),
+        )
+        .unwrap();
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "3s"]);
+    metainit
+        .logged("listed", |l| {
+            l.contains("listed; watching") && l.contains("validatingwebhookconfigurations")
+        })
+        .await;
+    // Down for 1 s, up for 0.5 s, six times: never down for the grace.
+    for _ in 0..6 {
+        set_ready(&bed, "gk", "gk-svc", false);
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        set_ready(&bed, "gk", "gk-svc", true);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    metainit
+        .logged("the flaps seen", |l| {
+            l.contains("has a ready endpoint again")
+        })
+        .await;
+    assert!(
+        patches_to(&bed, "validatingwebhookconfigurations", "gk").is_empty(),
+        "patched while flapping"
+    );
+    // Then down for good: exempted after the grace.
+    let down = SystemTime::now();
+    set_ready(&bed, "gk", "gk-svc", false);
+    until_admitted(&bed, "gk", "exempted once down for good").await;
+    let p = patches_to(&bed, "validatingwebhookconfigurations", "gk");
+    assert_eq!(p.len(), 1);
+    assert!(p[0].0.duration_since(down).unwrap() >= Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn a_rewrite_while_exempted_is_re_evaluated_and_not_fought_more_than_once_per_grace() {
+    let bed = Bed::modern().await;
+    serve(&bed, "gk", "gk-svc", false);
+    let manifest = config(
+        "gk",
+        true,
+        "validate.gk.example.com",
+        "Fail",
+        "gk",
+        "gk-svc",
+    );
+    bed.double.create(VWC, "", manifest.clone()).unwrap();
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "2s"]);
+    until_admitted(&bed, "gk", "exempted").await;
+    // A GitOps sync puts the manifest back as it is in git: no exemption, no record.
+    let mut synced = manifest.clone();
+    synced["metadata"]["resourceVersion"] =
+        bed.double.get(VWC, "", "gk").unwrap()["metadata"]["resourceVersion"].clone();
+    bed.double.update(VWC, "", synced).expect("sync");
+    refused(&bed, "gk", "after-sync").await;
+    // Exempted again, but not within the grace period of the first time.
+    eventually("exempted again", WAIT, || {
+        patches_to(&bed, "validatingwebhookconfigurations", "gk").len() == 2
+    })
+    .await;
+    let p = patches_to(&bed, "validatingwebhookconfigurations", "gk");
+    assert!(
+        p[1].0.duration_since(p[0].0).unwrap() >= Duration::from_secs(2),
+        "{:?}",
+        (p[0].0, p[1].0)
+    );
+    until_admitted(&bed, "gk", "exempted again").await;
+    metainit
+        .logged("the revert warning", |l| {
+            l.contains("WARN") && l.contains("removed by someone else") && l.contains("reverts=1")
+        })
+        .await;
+}
+
+#[tokio::test]
+async fn three_replicas_exempt_once_and_restore_once() {
+    let bed = Bed::modern().await;
+    serve(&bed, "gk", "gk-svc", false);
+    bed.double
+        .create(
+            VWC,
+            "",
+            config(
+                "gk",
+                true,
+                "validate.gk.example.com",
+                "Fail",
+                "gk",
+                "gk-svc",
+            ),
+        )
+        .unwrap();
+    let original = entry(&bed, "gk");
+    let replicas: Vec<Metainit> = (0..3)
+        .map(|i| {
+            bed.metainit(&[
+                "--webhooks",
+                "--webhook-grace",
+                "1s",
+                "--node-name",
+                &format!("cp-{i}"),
+            ])
+        })
+        .collect();
+    until_admitted(&bed, "gk", "exempted").await;
+    for r in &replicas {
+        r.logged("listed", |l| l.contains("listed; watching")).await;
+    }
+    let exempted = entry(&bed, "gk");
+    assert_eq!(
+        exempted["namespaceSelector"]["matchExpressions"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "one expression, not one per replica: {exempted}"
+    );
+    set_ready(&bed, "gk", "gk-svc", true);
+    eventually("restored", WAIT, || {
+        let now = bed.double.get(VWC, "", "gk").unwrap();
+        now["webhooks"][0] == original && now["metadata"].get("annotations").is_none()
+    })
+    .await;
+    assert_eq!(
+        patches_to(&bed, "validatingwebhookconfigurations", "gk").len(),
+        2,
+        "one accepted PATCH to exempt and one to restore, across three replicas"
+    );
+    for r in replicas {
+        let problems = r.problems();
+        assert!(problems.is_empty(), "{problems:#?}");
+        r.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn bad_webhook_flags_exit_2_saying_what_to_fix() {
+    let legacy = Bed::legacy(&["a.example.com"]).await;
+    let kubeconfig = legacy.kubeconfig.display().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--webhook-grace", "10s"],
+            "--webhook-grace has no effect without --webhooks",
+        ),
+        (vec!["--webhooks", "--webhook-grace", "0s"], "at least 1s"),
+        (vec!["--webhooks", "--once"], "drop --once"),
+        (
+            vec!["--webhooks", "--mode", "initializers"],
+            "--webhooks needs Kubernetes 1.21 or later",
+        ),
+        // Against a 1.13 server, `auto` finds initializers.
+        (
+            vec!["--webhooks"],
+            "the server's version (--mode auto) means a 1.7 to 1.13 server",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = vec![
+            "--kubeconfig",
+            kubeconfig.as_str(),
+            "--admin-addr",
+            "127.0.0.1:0",
+        ];
+        all.extend(args.iter().copied());
+        let (code, _, err) = run_to_end(&all, WAIT).await;
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: want {want:?} in {err}");
+    }
+}
