@@ -642,9 +642,10 @@ impl RunArgs {
             if self.common.mode == ModeArg::Initializers {
                 return Err(webhooks_too_old("--mode initializers"));
             }
-            if self.once {
+            if self.once && self.webhook_grace.is_some() {
                 return Err(Error::Config(
-                    "--webhooks needs the watcher for now: an exemption waits for --webhook-grace of no ready endpoint; drop --once"
+                    "--webhook-grace has no effect with --once, which acts on the endpoints as they are now \
+                     (none ready: exempt; ready again: restore): drop --webhook-grace, or drop --once to wait for the grace"
                         .into(),
                 ));
             }
@@ -683,7 +684,6 @@ impl RunArgs {
     }
 }
 
-/// The error for a gates-only flag on a server (or a `--mode`) without scheduling gates.
 /// `--webhooks` against a server (or a `--mode`) older than 1.21.
 pub fn webhooks_too_old(why: &str) -> Error {
     Error::Config(format!(
@@ -692,6 +692,7 @@ pub fn webhooks_too_old(why: &str) -> Error {
     ))
 }
 
+/// The error for a gates-only flag on a server (or a `--mode`) without scheduling gates.
 pub fn gates_only(flag: &str, why: &str) -> Error {
     Error::Config(format!(
         "{flag} works on scheduling gates (Kubernetes 1.26 and later), but {why} means initializers: \

@@ -241,15 +241,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         let stop = shutdown.clone();
         engines.push(tokio::spawn(crate::webhooks::run(
             conn.client.clone(),
-            crate::webhooks::Settings {
-                label_key: args.label_key()?,
-                grace: args
-                    .webhook_grace
-                    .unwrap_or(crate::cli::DEFAULT_WEBHOOK_GRACE),
-                dry_run: args.dry_run,
-                node: crate::events::node_name(args.node_name.as_deref())?,
-                concurrency: 2,
-            },
+            crate::webhooks::Settings::from_args(&args)?,
             health.clone(),
             metrics.clone(),
             events.clone(),

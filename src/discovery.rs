@@ -106,6 +106,15 @@ pub fn human_duration(d: Duration) -> String {
     }
 }
 
+/// The manifest that grants what `what` (a verb and a resource) needs.
+fn rbac_file(what: &str) -> &'static str {
+    if what.contains("webhookconfigurations") || what.contains("endpointslices") {
+        "manifests/rbac-webhooks.yaml"
+    } else {
+        "manifests/rbac.yaml"
+    }
+}
+
 /// Turns a non-transient start-up failure into an error that says what to fix.
 fn describe_failure(what: &str, url: &str, e: kube::Error) -> Error {
     match &e {
@@ -113,8 +122,9 @@ fn describe_failure(what: &str, url: &str, e: kube::Error) -> Error {
             "{what}: the API server at {url} refused the kubeconfig's credentials (401 Unauthorized): check its user"
         )),
         kube::Error::Api(s) if s.code == 403 => Error::Config(format!(
-            "{what}: forbidden ({}); grant the permissions in manifests/rbac.yaml to the kubeconfig's user",
-            s.message
+            "{what}: forbidden ({}); grant the permissions in {} to the kubeconfig's user",
+            s.message,
+            rbac_file(what)
         )),
         kube::Error::Api(s) if s.reason == crate::failure::NOT_A_STATUS => Error::Server(format!(
             "{what}: {url} does not look like a Kubernetes API server: it answered {} with {}",

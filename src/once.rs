@@ -91,6 +91,25 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let mut total = Summary::default();
     let mut stopping: Option<Instant> = None;
     let mut unlisted = 0;
+    let mut webhooks = None;
+    // Webhooks first: no right to list them stops the run before anything is written, and a
+    // webhook that blocks pod creation is what keeps the labelled pods from existing.
+    if args.webhooks {
+        let pass = crate::webhooks::once::run(
+            conn.client.clone(),
+            crate::webhooks::Settings::from_args(&args)?,
+            metrics.clone(),
+            events.clone(),
+            &conn.url,
+            timeout,
+            stop.clone(),
+        );
+        let tally = pass.await?;
+        if *stop.borrow() {
+            stopping = Some(Instant::now());
+        }
+        webhooks = Some(tally);
+    }
     for clearer in &clearers {
         if stopping.is_some() {
             unlisted += 1;
@@ -134,7 +153,12 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             }
         }
     }
-    let all_done = total.failed == 0 && total.not_tried == 0 && unlisted == 0;
+    // Asked for and never looked at (a signal came first) is not done.
+    let webhooks_done = match &webhooks {
+        Some(w) => w.all_done(),
+        None => !args.webhooks,
+    };
+    let all_done = total.failed == 0 && total.not_tried == 0 && unlisted == 0 && webhooks_done;
     if stopping.is_some() && !all_done {
         // The objects of resources not reached are not counted: they were never listed.
         warn!(summary = %total, resources_not_listed = unlisted, "interrupted before every labelled object was done");
@@ -147,6 +171,9 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         warn!("some Events were not written before the timeout");
     }
     println!("{total}");
+    if let Some(w) = &webhooks {
+        println!("{w}");
+    }
     Ok(if all_done {
         ExitCode::SUCCESS
     } else {

@@ -80,6 +80,11 @@ pub(crate) fn cause(e: &watcher::Error) -> &'static str {
 
 /// The failure in words, with what to do about a 401 or 403.
 pub(crate) fn reason(e: &watcher::Error) -> String {
+    reason_with(e, crate::failure::RBAC_HINT)
+}
+
+/// As `reason`, with the hint for a 403 of the watch's own manifest.
+pub(crate) fn reason_with(e: &watcher::Error, rbac_hint: &str) -> String {
     let (what, status) = match e {
         watcher::Error::InitialListFailed(e) => ("list failed", describe(e)),
         watcher::Error::WatchStartFailed(e) => ("watch start failed", describe(e)),
@@ -93,7 +98,7 @@ pub(crate) fn reason(e: &watcher::Error) -> String {
         }
     };
     let hint = match status.split(' ').next() {
-        Some("403") => format!("; {}", crate::failure::RBAC_HINT),
+        Some("403") => format!("; {rbac_hint}"),
         Some("401") => "; the API server does not accept the kubeconfig's credentials".into(),
         _ => String::new(),
     };

@@ -205,7 +205,7 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
     );
     metainit
         .logged("the exemption line", |l| {
-            l.contains("exempted the webhook's own namespace")
+            l.contains(msg::EXEMPTED)
                 && l.contains("webhook=validate.gk.example.com")
                 && l.contains("namespace=gk")
         })
@@ -226,9 +226,7 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
     })
     .await;
     metainit
-        .logged("the restore line", |l| {
-            l.contains("restored the webhook's namespace selector")
-        })
+        .logged("the restore line", |l| l.contains(msg::RESTORED))
         .await;
     let events: Vec<Value> = bed
         .double
@@ -329,7 +327,7 @@ async fn leaves_alone_what_is_not_its_to_touch() {
     .await;
     metainit
         .logged("the url line", |l| {
-            l.contains("called by url") && l.contains("webhook=url.example.com")
+            l.contains(msg::CALLED_BY_URL) && l.contains("webhook=url.example.com")
         })
         .await;
     let after: Vec<Value> = ["unlabelled", "ignore", "url"]
@@ -448,7 +446,7 @@ async fn a_rewrite_while_exempted_is_re_evaluated_and_not_fought_more_than_once_
     until_admitted(&bed, "gk", "exempted again").await;
     metainit
         .logged("the revert warning", |l| {
-            l.contains("WARN") && l.contains("removed by someone else") && l.contains("reverts=1")
+            l.contains("WARN") && l.contains(msg::REVERTED) && l.contains("reverts=1")
         })
         .await;
 }
@@ -518,15 +516,18 @@ async fn bad_webhook_flags_exit_2_saying_what_to_fix() {
     let legacy = Bed::legacy(&["a.example.com"]).await;
     let kubeconfig = legacy.kubeconfig.display().to_string();
     let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--webhook-grace", "10s"], msg::GRACE_WITHOUT_WEBHOOKS),
         (
-            vec!["--webhook-grace", "10s"],
-            "--webhook-grace has no effect without --webhooks",
+            vec!["--webhooks", "--webhook-grace", "0s"],
+            msg::GRACE_AT_LEAST,
         ),
-        (vec!["--webhooks", "--webhook-grace", "0s"], "at least 1s"),
-        (vec!["--webhooks", "--once"], "drop --once"),
+        (
+            vec!["--webhooks", "--once", "--webhook-grace", "1m"],
+            msg::GRACE_WITH_ONCE,
+        ),
         (
             vec!["--webhooks", "--mode", "initializers"],
-            "--webhooks needs Kubernetes 1.21 or later",
+            msg::WEBHOOKS_TOO_OLD,
         ),
         // Against a 1.13 server, `auto` finds initializers.
         (
@@ -545,5 +546,259 @@ async fn bad_webhook_flags_exit_2_saying_what_to_fix() {
         let (code, _, err) = run_to_end(&all, WAIT).await;
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: want {want:?} in {err}");
+    }
+}
+
+/// `--once --webhooks`: an operator's one-shot repair. It decides on the endpoints as
+/// they are now (no grace to wait for): exempts while the service is down, restores
+/// byte-for-byte once it is back, prints a line of tallies, and exits 0.
+#[tokio::test]
+async fn once_exempts_now_and_a_later_once_restores_exactly() {
+    let bed = Bed::modern().await;
+    serve(&bed, "gk", "gk-svc", false);
+    serve(&bed, "up", "up-svc", true);
+    serve(&bed, "other", "other-svc", false);
+    for (name, labelled, ns, svc) in [
+        ("gk", true, "gk", "gk-svc"),
+        ("up", true, "up", "up-svc"),
+        // Down too, not labelled: it keeps refusing pods in team-a.
+        ("unlabelled", false, "other", "other-svc"),
+    ] {
+        let mut c = config(
+            name,
+            labelled,
+            &format!("{name}.example.com"),
+            "Fail",
+            ns,
+            svc,
+        );
+        if !labelled {
+            c["webhooks"][0]["namespaceSelector"] = json!({"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a"]}
+            ]});
+        }
+        bed.double.create(VWC, "", c).unwrap();
+    }
+    let original = entry(&bed, "gk");
+    refused(&bed, "gk", "gk-controller").await;
+    let kubeconfig = bed.kubeconfig.display().to_string();
+    let once = |extra: &'static [&'static str]| {
+        let mut args = vec!["--kubeconfig", kubeconfig.as_str(), "--once", "--webhooks"];
+        args.extend_from_slice(extra);
+        async move { run_to_end(&args, WAIT).await }
+    };
+
+    // Dry run: says what it would do, writes nothing.
+    let (code, stdout, stderr) = once(&["--dry-run"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(
+            "webhooks: exempted 0, restored 0, would exempt 1, would restore 0, failed 0"
+        ),
+        "{stdout}"
+    );
+    assert!(stderr.contains(msg::WOULD_EXEMPT), "{stderr}");
+    assert!(patches_to(&bed, "validatingwebhookconfigurations", "gk").is_empty());
+
+    let (code, stdout, stderr) = once(&[]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains(msg::WEBHOOKS_TALLY), "{stdout}");
+    assert!(
+        stderr.contains(msg::EXEMPTED) && stderr.contains("down_for=unknown"),
+        "{stderr}"
+    );
+    create_pod(&bed, "gk", "gk-controller")
+        .await
+        .expect("the webhook's own pod is let in");
+    refused(&bed, "team-a", "web").await;
+    for other in ["up", "unlabelled"] {
+        assert!(
+            patches_to(&bed, "validatingwebhookconfigurations", other).is_empty(),
+            "{other} was written"
+        );
+    }
+    let event = bed
+        .double
+        .events()
+        .into_iter()
+        .find(|e| e["involvedObject"]["name"] == "gk")
+        .expect("an Event on the configuration");
+    assert_eq!(event["reason"], "WebhookSelfExempted");
+    assert!(
+        event["message"]
+            .as_str()
+            .unwrap()
+            .contains("had no ready endpoint when `metainit --once` looked"),
+        "{event}"
+    );
+
+    // Run again while it is still down: nothing to do, nothing written.
+    let (code, stdout, _) = once(&[]).await;
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("webhooks: exempted 0, restored 0"),
+        "{stdout}"
+    );
+    assert_eq!(
+        patches_to(&bed, "validatingwebhookconfigurations", "gk").len(),
+        1
+    );
+
+    // The service is back: the next run restores exactly what was there.
+    set_ready(&bed, "gk", "gk-svc", true);
+    let (code, stdout, stderr) = once(&[]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("webhooks: exempted 0, restored 1"),
+        "{stdout}"
+    );
+    let now = bed.double.get(VWC, "", "gk").unwrap();
+    assert_eq!(now["webhooks"][0], original);
+    assert!(now["metadata"].get("annotations").is_none(), "{now}");
+    set_ready(&bed, "gk", "gk-svc", false);
+    refused(&bed, "gk", "again").await;
+}
+
+/// A PATCH the server keeps refusing: `--once` tries until `--timeout`, then exits 1
+/// naming the configuration, the error and the manifest that grants the right.
+#[tokio::test]
+async fn once_without_the_right_to_patch_exits_1_with_the_fix() {
+    let bed = Bed::as_user(
+        kube_double::Config::modern(),
+        &["get *", "list *", "watch *", "create *"],
+    )
+    .await;
+    serve(&bed, "gk", "gk-svc", false);
+    bed.double
+        .create(
+            VWC,
+            "",
+            config("gk", true, "gk.example.com", "Fail", "gk", "gk-svc"),
+        )
+        .unwrap();
+    let kubeconfig = bed.kubeconfig.display().to_string();
+    let (code, stdout, stderr) = run_to_end(
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "--once",
+            "--webhooks",
+            "--timeout",
+            "2s",
+        ],
+        WAIT,
+    )
+    .await;
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(
+            "webhooks: exempted 0, restored 0, would exempt 0, would restore 0, failed 1"
+        ),
+        "{stdout}"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(msg::PATCH_GIVING_UP))
+        .unwrap_or_else(|| panic!("no final line: {stderr}"));
+    assert!(
+        line.contains("config=validatingwebhookconfigurations/gk")
+            && line.contains("status.code=403")
+            && line.contains(msg::WEBHOOKS_RBAC),
+        "{line}"
+    );
+    assert!(
+        bed.double.get(VWC, "", "gk").unwrap()["webhooks"][0]
+            .get("namespaceSelector")
+            .is_none_or(|s| s.get("matchExpressions").is_none())
+    );
+}
+
+/// Without the right to list webhook configurations, `--once --webhooks` stops before
+/// writing anything and names the manifest that grants it.
+#[tokio::test]
+async fn once_without_the_right_to_list_exits_2_naming_the_manifest() {
+    let bed = Bed::as_user(
+        kube_double::Config::modern(),
+        &["get pods", "list pods", "patch pods", "create events"],
+    )
+    .await;
+    bed.double
+        .create(
+            "pods",
+            "default",
+            gated_pod("held", true, &["example.com/g"]),
+        )
+        .unwrap();
+    let kubeconfig = bed.kubeconfig.display().to_string();
+    let (code, stdout, stderr) =
+        run_to_end(&["--kubeconfig", &kubeconfig, "--once", "--webhooks"], WAIT).await;
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    let held = bed.double.get("pods", "default", "held").unwrap();
+    assert_eq!(
+        held["spec"]["schedulingGates"],
+        json!([{"name": "example.com/g"}]),
+        "nothing is written before the run stops"
+    );
+    assert!(
+        stderr.contains("LIST mutatingwebhookconfigurations: forbidden")
+            && stderr.contains(msg::WEBHOOKS_RBAC),
+        "{stderr}"
+    );
+}
+
+/// RBAC that has not caught up yet: the watches of the webhook configurations are
+/// refused; `/readyz` and the log say which manifest grants them, and once it is applied
+/// the exemption follows without a restart.
+#[tokio::test]
+async fn forbidden_until_rbac_webhooks_lands_then_exempted() {
+    let pods_only = [
+        "get pods",
+        "list pods",
+        "watch pods",
+        "patch pods",
+        "create events",
+    ];
+    let bed = Bed::as_user(kube_double::Config::modern(), &pods_only).await;
+    serve(&bed, "gk", "gk-svc", false);
+    bed.double
+        .create(
+            VWC,
+            "",
+            config("gk", true, "gk.example.com", "Fail", "gk", "gk-svc"),
+        )
+        .unwrap();
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s"]);
+    metainit
+        .logged("the watch's WARN with the fix", |l| {
+            l.contains("WARN")
+                && l.contains("watch failed")
+                && l.contains("403")
+                && l.contains(msg::WEBHOOKS_RBAC)
+        })
+        .await;
+    let addr = metainit.admin_addr().await;
+    let (code, body) = admin_get(&addr, "/readyz").await;
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains(msg::WEBHOOKS_RBAC), "{body}");
+    assert!(
+        !body.contains("manifests/rbac.yaml"),
+        "the hint names the webhooks' manifest: {body}"
+    );
+
+    bed.double
+        .set_tokens(Some([("user".to_string(), vec!["* *".to_string()])].into()));
+    eventually("exempted once granted", WAIT, || {
+        bed.double.get(VWC, "", "gk").unwrap()["webhooks"][0]["namespaceSelector"]
+            == json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gk"]}]})
+    })
+    .await;
+    let start = std::time::Instant::now();
+    loop {
+        let (code, body) = admin_get(&addr, "/readyz").await;
+        if code == 200 {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "/readyz stayed {code}: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -177,7 +177,7 @@ impl Services {
                     self.metrics.watch_restart(cause);
                     failing.get_or_insert((std::time::Instant::now(), 0)).1 += 1;
                     if cause != "expired" {
-                        let why = crate::watch::reason(&e);
+                        let why = crate::watch::reason_with(&e, super::RBAC_HINT);
                         self.health.watch_failed(health, why.clone());
                         let (code, reason) = crate::watch::status_fields(&e);
                         warn!(resource = %name, error = %why, status.code = code,

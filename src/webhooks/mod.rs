@@ -15,6 +15,7 @@
 
 pub mod decide;
 pub mod endpoints;
+pub mod once;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -81,6 +82,76 @@ pub struct Settings {
     pub concurrency: usize,
 }
 
+impl Settings {
+    /// From the run command's flags; `--once` waits for no grace.
+    pub fn from_args(args: &crate::cli::RunArgs) -> crate::Result<Settings> {
+        Ok(Settings {
+            label_key: args.label_key()?,
+            grace: if args.once {
+                Duration::ZERO
+            } else {
+                args.webhook_grace
+                    .unwrap_or(crate::cli::DEFAULT_WEBHOOK_GRACE)
+            },
+            dry_run: args.dry_run,
+            node: crate::events::node_name(args.node_name.as_deref())?,
+            concurrency: 2,
+        })
+    }
+}
+
+/// Where the state of a service's endpoints comes from: the watches of the daemon, or
+/// for `--once` one LIST each (`true`: a ready endpoint), with no grace to wait for.
+enum Source {
+    Watch(Arc<Services>),
+    Once(HashMap<Service, bool>),
+}
+
+impl Source {
+    fn track(&self, config: &str, services: &[Service]) {
+        if let Source::Watch(w) = self {
+            w.track(config, services);
+        }
+    }
+
+    fn endpoints(&self, service: &Service) -> Endpoints {
+        match self {
+            Source::Watch(w) => w.endpoints(service),
+            Source::Once(listed) => match listed.get(service) {
+                Some(true) => Endpoints::Ready {
+                    since: Duration::ZERO,
+                },
+                Some(false) => Endpoints::Down {
+                    since: Duration::ZERO,
+                },
+                None => Endpoints::Unknown,
+            },
+        }
+    }
+
+    fn outage(&self, service: &Service) -> Option<Duration> {
+        match self {
+            Source::Watch(w) => w.outage(service),
+            Source::Once(_) => None,
+        }
+    }
+
+    fn once(&self) -> bool {
+        matches!(self, Source::Once(_))
+    }
+}
+
+/// What one look at a configuration did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Look {
+    /// Look again after this long (a grace period still running).
+    wait: Option<Duration>,
+    pub exempted: usize,
+    pub restored: usize,
+    pub would_exempt: usize,
+    pub would_restore: usize,
+}
+
 /// What this process added, per configuration uid and webhook: when (for the once-per-grace
 /// rule) and how many times someone else took it away again.
 #[derive(Clone, Copy)]
@@ -95,8 +166,7 @@ struct Engine {
     metrics: Arc<Metrics>,
     events: Arc<Sink>,
     stores: Vec<(ApiResource, Store<DynamicObject>)>,
-    services: Arc<Services>,
-    queue: Arc<Queue<String>>,
+    services: Source,
     origin: Instant,
     added: Mutex<HashMap<(String, String), Added>>,
     failures: Mutex<HashMap<String, u32>>,
@@ -169,21 +239,22 @@ pub async fn run(
         metrics,
         events,
         stores,
-        services,
-        queue: queue.clone(),
+        services: Source::Watch(services),
         origin,
         added: Mutex::default(),
         failures: Mutex::default(),
         said: Mutex::default(),
     });
     let source = futures::stream::select_all(sources);
+    let worker_queue = queue.clone();
     queue
         .run(
             source,
             concurrency,
             move |key| {
                 let engine = engine.clone();
-                async move { engine.work(key).await }
+                let queue = worker_queue.clone();
+                async move { engine.work(&queue, key).await }
             },
             stop,
         )
@@ -227,7 +298,7 @@ fn follow(
                     metrics.watch_restart(cause);
                     failing.get_or_insert((std::time::Instant::now(), 0)).1 += 1;
                     if cause != "expired" {
-                        let why = crate::watch::reason(&e);
+                        let why = crate::watch::reason_with(&e, RBAC_HINT);
                         health.watch_failed(index, why.clone());
                         let (code, reason) = crate::watch::status_fields(&e);
                         warn!(resource = %name, error = %why, status.code = code,
@@ -285,12 +356,12 @@ fn follow(
 use kube::ResourceExt;
 
 impl Engine {
-    async fn work(self: Arc<Self>, key: String) {
+    async fn work(self: Arc<Self>, queue: &Queue<String>, key: String) {
         match self.reconcile(&key).await {
-            Ok(wait) => {
+            Ok(look) => {
                 lock(&self.failures).remove(&key);
-                if let Some(wait) = wait {
-                    self.queue.add_at(key, Instant::now() + wait);
+                if let Some(wait) = look.wait {
+                    queue.add_at(key, Instant::now() + wait);
                 }
             }
             Err(f) => {
@@ -301,8 +372,8 @@ impl Engine {
                     *n
                 };
                 let backoff = failure::backoff(failures, failure::retry_after(&f.error));
-                let wait = self.queue.add_after(key.clone(), backoff);
-                self.report(&key, &f, failures, wait);
+                let wait = queue.add_after(key.clone(), backoff);
+                self.report(&key, &f, failures, Some(wait));
             }
         }
     }
@@ -316,15 +387,16 @@ impl Engine {
         ))
     }
 
-    /// One look at a configuration; `Some(wait)`: look again after `wait`.
-    async fn reconcile(&self, key: &str) -> Result<Option<Duration>, Failure> {
+    /// One look at a configuration: what it did, and when to look again.
+    async fn reconcile(&self, key: &str) -> Result<Look, Failure> {
+        let mut look = Look::default();
         let Some((ar, obj)) = self.find(key) else {
-            return Ok(None);
+            return Ok(look);
         };
         let Some(obj) = obj else {
             // Deleted, or no longer labelled: its services are no longer watched for it.
             self.services.track(key, &[]);
-            return Ok(None);
+            return Ok(look);
         };
         let hooks = decide::hooks(&obj.data);
         let records = match records_of(&obj) {
@@ -333,7 +405,7 @@ impl Engine {
                 if lock(&self.said).insert(format!("{key}/unreadable")) {
                     warn!(config = %key, %why, "left alone");
                 }
-                return Ok(None);
+                return Ok(look);
             }
         };
         let mut services: Vec<Service> = hooks
@@ -355,7 +427,6 @@ impl Engine {
         let now = self.origin.elapsed();
         let uid = obj.uid().unwrap_or_default();
         let mut steps = Vec::new();
-        let mut wait: Option<Duration> = None;
         for h in &hooks {
             let endpoints = h
                 .guarded_service()
@@ -372,34 +443,46 @@ impl Engine {
                 last,
             );
             match step {
-                Step::Wait(w) => wait = Some(wait.map_or(w, |o: Duration| o.min(w))),
+                Step::Wait(w) => look.wait = Some(look.wait.map_or(w, |o: Duration| o.min(w))),
                 Step::Nothing => {}
                 _ => steps.push((h.index, step)),
             }
         }
         let stale = records.keys().any(|n| !hooks.iter().any(|h| &h.name == n));
         if steps.is_empty() && !stale {
-            return Ok(wait);
+            return Ok(look);
         }
         if self.settings.dry_run {
             self.say_dry_run(key, &uid, &hooks, &steps);
-            return Ok(wait);
+            for (_, step) in &steps {
+                match step {
+                    Step::Exempt { .. } => look.would_exempt += 1,
+                    Step::Restore { .. } => look.would_restore += 1,
+                    Step::Nothing | Step::Wait(_) => {}
+                }
+            }
+            return Ok(look);
         }
         let Some(patch) =
             decide::patch(&obj.metadata, &hooks, &steps, &Timestamp::now().to_string())
         else {
-            return Ok(wait);
+            return Ok(look);
         };
         if !self.send(&ar, &obj.name_any(), &patch).await? {
-            return Ok(None);
+            return Ok(Look::default());
         }
         for (index, step) in &steps {
             let Some(h) = hooks.iter().find(|h| h.index == *index) else {
                 continue;
             };
+            match step {
+                Step::Exempt { .. } => look.exempted += 1,
+                Step::Restore { .. } => look.restored += 1,
+                Step::Nothing | Step::Wait(_) => {}
+            }
             self.done(&ar, &obj, key, &uid, h, step, records.contains_key(&h.name));
         }
-        Ok(wait)
+        Ok(look)
     }
 
     /// Logs, counts and writes the Event for a step the server accepted.
@@ -447,15 +530,26 @@ impl Engine {
                           "the exemption was removed by someone else while the service was still down \
                            (a GitOps sync or a Helm upgrade?): added again, at most once per --webhook-grace");
                 }
+                // `--once` saw the endpoints once: it cannot say for how long they were gone.
+                let down_for = if self.services.once() {
+                    "unknown".to_string()
+                } else {
+                    human_duration(*down_for)
+                };
                 info!(config = %key, webhook = %h.name, namespace = %namespace, service = %service,
-                      down_for = %human_duration(*down_for),
-                      "exempted the webhook's own namespace: its service has no ready endpoint");
+                      %down_for, "exempted the webhook's own namespace: its service has no ready endpoint");
                 self.metrics.webhook_exemptions.inc();
+                let how_long = if self.services.once() {
+                    "had no ready endpoint when `metainit --once` looked".to_string()
+                } else {
+                    format!(
+                        "has had no ready endpoint for {down_for} (--webhook-grace {})",
+                        human_duration(self.settings.grace)
+                    )
+                };
                 let message = format!(
-                    "metainit exempted namespace {namespace} from webhook {}: its service {service} has had no ready endpoint for {} (--webhook-grace {}); every other namespace is still intercepted",
+                    "metainit exempted namespace {namespace} from webhook {}: its service {service} {how_long}; every other namespace is still intercepted",
                     h.name,
-                    human_duration(*down_for),
-                    human_duration(self.settings.grace)
                 );
                 self.events.send(
                     events::webhook_event(
@@ -482,6 +576,11 @@ impl Engine {
                     .and_then(|s| self.services.outage(s))
                     .map(human_duration);
                 let why = match (up_for, &gone) {
+                    (Some(_), _) if self.services.once() => {
+                        format!(
+                            "its service {service} had a ready endpoint when `metainit --once` looked"
+                        )
+                    }
                     (Some(up), Some(gone)) => format!(
                         "its service {service} has had ready endpoints for {} after {gone} without",
                         human_duration(*up)
@@ -568,7 +667,8 @@ impl Engine {
         }
     }
 
-    fn report(&self, key: &str, failure: &Failure, failures: u32, retry_in: Duration) {
+    /// Logs a failed PATCH: `retry_in` is `None` when this was the last try (`--once`).
+    fn report(&self, key: &str, failure: &Failure, failures: u32, retry_in: Option<Duration>) {
         let policy = failure.class.policy();
         if let Some(reason) = policy.reason {
             self.metrics.failure(reason);
@@ -582,6 +682,11 @@ impl Engine {
         };
         // A race (two replicas, a GitOps sync) is looked at again on the newest state:
         // worth a line only when it keeps happening.
+        let Some(retry_in) = retry_in else {
+            warn!(config = %key, %error, status.code = code, status.reason = reason.map(tracing::field::display),
+                  failures, hint, "could not patch the webhook configuration: giving up");
+            return;
+        };
         if failure.class == failure::Class::Race && failures < 5 {
             tracing::debug!(config = %key, %error, failures, retry_in = ?retry_in, "configuration changed meanwhile; looking again");
             return;

@@ -399,6 +399,19 @@ pub mod msg {
     pub const RATE_WITHOUT_RULE: &str = "--release-rate has no effect without --release-gate";
     pub const AUTO_MEANS_INITIALIZERS: &str =
         "the server's version (--mode auto) means initializers";
+    pub const EXEMPTED: &str = "exempted the webhook's own namespace";
+    pub const RESTORED: &str = "restored the webhook's namespace selector";
+    pub const REVERTED: &str = "the exemption was removed by someone else";
+    pub const CALLED_BY_URL: &str = "a webhook called by url, not through a service";
+    pub const WOULD_EXEMPT: &str = "dry run: would exempt the webhook's own namespace";
+    pub const PATCH_GIVING_UP: &str = "could not patch the webhook configuration: giving up";
+    pub const WEBHOOKS_TALLY: &str =
+        "webhooks: exempted 1, restored 0, would exempt 0, would restore 0, failed 0";
+    pub const WEBHOOKS_RBAC: &str = "manifests/rbac-webhooks.yaml";
+    pub const GRACE_WITHOUT_WEBHOOKS: &str = "--webhook-grace has no effect without --webhooks";
+    pub const GRACE_WITH_ONCE: &str = "--webhook-grace has no effect with --once";
+    pub const GRACE_AT_LEAST: &str = "the grace period must be at least 1s";
+    pub const WEBHOOKS_TOO_OLD: &str = "--webhooks needs Kubernetes 1.21 or later";
 
     pub const ALL: &[&str] = &[
         TOKEN_FILE,
@@ -439,5 +452,17 @@ pub mod msg {
         EXCLUDE_WITHOUT_RULE,
         RATE_WITHOUT_RULE,
         AUTO_MEANS_INITIALIZERS,
+        EXEMPTED,
+        RESTORED,
+        REVERTED,
+        CALLED_BY_URL,
+        WOULD_EXEMPT,
+        PATCH_GIVING_UP,
+        WEBHOOKS_TALLY,
+        WEBHOOKS_RBAC,
+        GRACE_WITHOUT_WEBHOOKS,
+        GRACE_WITH_ONCE,
+        GRACE_AT_LEAST,
+        WEBHOOKS_TOO_OLD,
     ];
 }

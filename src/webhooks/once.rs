@@ -1,0 +1,233 @@
+//! `--once --webhooks`: one look, no watch. The labelled configurations are listed, and
+//! the EndpointSlices of every service they name; then each configuration is decided on
+//! the endpoints as they are now, with no grace to wait for (an operator who runs
+//! `--once` has decided): a webhook that fails closed on a service with no ready endpoint
+//! gets its service's namespace exempted, and one exempted by metainit whose service has a
+//! ready endpoint again is restored. A PATCH that fails is tried again on the newest state
+//! (a GET) until `--timeout` is spent, as `--once` does for objects.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ApiResource, DynamicObject, ListParams},
+    runtime::{
+        reflector::{Store, store::Writer},
+        watcher,
+    },
+};
+use tokio::{sync::watch, time::Instant};
+use tracing::info;
+
+use super::{Engine, Look, Settings, Source, decide, endpoints::SERVICE_NAME_LABEL, key_of, kinds};
+use crate::{
+    Result, discovery,
+    events::Sink,
+    failure::{self, Failure},
+    metrics::Metrics,
+    setup,
+};
+
+/// Tallies of one `--once` pass over the webhook configurations.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tally {
+    pub exempted: usize,
+    pub restored: usize,
+    pub would_exempt: usize,
+    pub would_restore: usize,
+    /// The configurations that could not be patched (a line each was logged).
+    pub failed: usize,
+    /// Not looked at: a signal came first.
+    pub not_tried: usize,
+    /// A signal came before the configurations were listed.
+    pub unlisted: bool,
+}
+
+impl Tally {
+    fn add(&mut self, look: Look) {
+        self.exempted += look.exempted;
+        self.restored += look.restored;
+        self.would_exempt += look.would_exempt;
+        self.would_restore += look.would_restore;
+    }
+
+    pub fn all_done(&self) -> bool {
+        self.failed == 0 && self.not_tried == 0 && !self.unlisted
+    }
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "webhooks: exempted {}, restored {}, would exempt {}, would restore {}, failed {}",
+            self.exempted, self.restored, self.would_exempt, self.would_restore, self.failed
+        )?;
+        if self.not_tried > 0 {
+            write!(
+                f,
+                ", not tried {} (interrupted before them)",
+                self.not_tried
+            )?;
+        }
+        if self.unlisted {
+            write!(f, ", not listed (interrupted before)")?;
+        }
+        Ok(())
+    }
+}
+
+type Writers = Vec<(ApiResource, Api<DynamicObject>, Writer<DynamicObject>)>;
+
+/// One pass; `Err` only when the configurations or endpoints cannot be listed. A signal
+/// stops the listing at once, and between configurations after that (a PATCH in flight
+/// is let finish).
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    events: Arc<Sink>,
+    url: &str,
+    timeout: Duration,
+    stop: watch::Receiver<bool>,
+) -> Result<Tally> {
+    let deadline = Instant::now() + timeout;
+    let (stores, mut writers, keys, listed) = tokio::select! {
+        state = list(&client, &settings.label_key, url, timeout) => state?,
+        _ = setup::stopped(stop.clone()) => return Ok(Tally { unlisted: true, ..Tally::default() }),
+    };
+    info!(configurations = keys.len(), services = listed.len(), label_key = %settings.label_key,
+          "webhooks: deciding on the endpoints as they are now (--once)");
+    let engine = Engine {
+        client,
+        settings,
+        metrics,
+        events,
+        stores,
+        services: Source::Once(listed),
+        origin: Instant::now(),
+        added: Default::default(),
+        failures: Default::default(),
+        said: Default::default(),
+    };
+    let mut tally = Tally::default();
+    for (i, key) in keys.iter().enumerate() {
+        if *stop.borrow() {
+            tally.not_tried = keys.len() - i;
+            break;
+        }
+        match settle(&engine, &mut writers, key, deadline, stop.clone()).await {
+            Ok(look) => tally.add(look),
+            Err(_) => tally.failed += 1,
+        }
+    }
+    Ok(tally)
+}
+
+/// The labelled configurations (a store each, and their keys) and whether each service
+/// they name has a ready endpoint.
+#[allow(clippy::type_complexity)]
+async fn list(
+    client: &Client,
+    label_key: &str,
+    url: &str,
+    timeout: Duration,
+) -> Result<(
+    Vec<(ApiResource, Store<DynamicObject>)>,
+    Writers,
+    Vec<String>,
+    HashMap<decide::Service, bool>,
+)> {
+    let mut stores = Vec::new();
+    let mut writers = Vec::new();
+    let mut keys = Vec::new();
+    for ar in kinds() {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let params = ListParams::default().labels(label_key);
+        let what = format!("LIST {}", ar.plural);
+        let list = discovery::with_retries(&what, url, Some(timeout), || api.list(&params)).await?;
+        let mut writer: Writer<DynamicObject> = Writer::new(ar.clone());
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for obj in list.items {
+            keys.push(key_of(&ar, &obj.metadata.name.clone().unwrap_or_default()));
+            writer.apply_watcher_event(&watcher::Event::InitApply(obj));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        stores.push((ar.clone(), writer.as_reader()));
+        writers.push((ar, api, writer));
+    }
+    let mut services: Vec<decide::Service> = stores
+        .iter()
+        .flat_map(|(_, s)| s.state())
+        .flat_map(|o| decide::hooks(&o.data))
+        .filter_map(|h| h.guarded_service().cloned())
+        .collect();
+    services.sort();
+    services.dedup();
+    let mut listed = HashMap::new();
+    for s in services {
+        let api: Api<EndpointSlice> = Api::namespaced(client.clone(), &s.namespace);
+        let params = ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={}", s.name));
+        let what = format!("LIST endpointslices of {s}");
+        let slices =
+            discovery::with_retries(&what, url, Some(timeout), || api.list(&params)).await?;
+        listed.insert(s, super::endpoints::any_ready(&slices.items));
+    }
+    Ok((stores, writers, keys, listed))
+}
+
+/// Looks at one configuration until it is done, or `deadline` or a signal comes; after a
+/// failure, on its newest state.
+async fn settle(
+    engine: &Engine,
+    writers: &mut Writers,
+    key: &str,
+    deadline: Instant,
+    stop: watch::Receiver<bool>,
+) -> std::result::Result<Look, Failure> {
+    let mut failures = 0;
+    loop {
+        let f = match engine.reconcile(key).await {
+            Ok(look) => return Ok(look),
+            Err(f) => f,
+        };
+        failures += 1;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !f.class.policy().retry || left.is_zero() || *stop.borrow() {
+            engine.report(key, &f, failures, None);
+            return Err(f);
+        }
+        let wait = failure::backoff(failures, failure::retry_after(&f.error)).min(left);
+        engine.report(key, &f, failures, Some(wait));
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = setup::stopped(stop.clone()) => {
+                engine.report(key, &f, failures, None);
+                return Err(f);
+            }
+        }
+        // The newest state: what the next look decides on.
+        let Some((plural, name)) = key.split_once('/') else {
+            return Err(f);
+        };
+        let Some((_, api, writer)) = writers.iter_mut().find(|(ar, _, _)| ar.plural == plural)
+        else {
+            return Err(f);
+        };
+        match api.get_opt(name).await {
+            Ok(Some(fresh)) if fresh.labels().contains_key(&engine.settings.label_key) => {
+                writer.apply_watcher_event(&watcher::Event::Apply(fresh))
+            }
+            // Deleted, or no longer labelled: no longer metainit's to touch.
+            Ok(Some(fresh)) => writer.apply_watcher_event(&watcher::Event::Delete(fresh)),
+            Ok(None) => {
+                if let Some(gone) = engine.find(key).and_then(|(_, o)| o) {
+                    writer.apply_watcher_event(&watcher::Event::Delete((*gone).clone()));
+                }
+            }
+            // Looked at again on the state known; the next failure counts.
+            Err(_) => {}
+        }
+    }
+}
