@@ -350,6 +350,34 @@ fn table(plan: &Plan, all: &[(Generation, Runs)], size: Option<&Size>) -> String
                     met(took <= Duration::from_millis(50))
                 );
             }
+            for (label, took, requests) in [
+                (
+                    format!("--mode {mode}"),
+                    median_by(&r.startup, |s| s.patch_explicit),
+                    None,
+                ),
+                (
+                    "--mode auto".to_string(),
+                    median_by(&r.startup, |s| s.patch_auto),
+                    Some(median_by(&r.startup, |s| s.patch_auto_requests)),
+                ),
+            ] {
+                let requests = requests
+                    .map(|n| format!(" ({n} requests before it)"))
+                    .unwrap_or_default();
+                let (target, verdict) = if label == "--mode auto" {
+                    ("≤ 5 ms", met(took <= Duration::from_millis(5)))
+                } else {
+                    ("", "")
+                };
+                let _ = writeln!(
+                    t,
+                    "| 4 | exec → first clearing PATCH, `{label}`, one labelled pending pod on the server{requests} | {mode} | {} | {} | {:.1}x | {target} | {verdict} |",
+                    ms(took),
+                    ms(floor),
+                    ratio(took, floor)
+                );
+            }
         }
         if !r.selection.is_empty() {
             let events = median_by(&r.selection, |s| s.seen.events);

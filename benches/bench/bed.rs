@@ -222,6 +222,35 @@ impl Bed {
         }
     }
 
+    /// Waits for the first PATCH of pod `name` at or after `since`; returns its arrival time
+    /// and how many requests (of any kind) came before it.
+    pub async fn first_patch(
+        &self,
+        since: SystemTime,
+        name: &str,
+        m: &mut Metainit,
+    ) -> (SystemTime, usize) {
+        let path = Self::pod_path(name);
+        let start = Instant::now();
+        loop {
+            let all: Vec<RequestRecord> = self
+                .double
+                .requests()
+                .into_iter()
+                .filter(|r| r.at >= since)
+                .collect();
+            if let Some(i) = all
+                .iter()
+                .position(|r| r.method == "PATCH" && r.path_and_query.starts_with(&path))
+            {
+                return (all[i].at, i);
+            }
+            m.check_alive();
+            assert!(start.elapsed() < LIMIT, "no PATCH of {name} from metainit");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     /// Waits until metainit's WATCH of pods, started at or after `since`, is open.
     pub async fn watching(&self, since: SystemTime, m: &mut Metainit) {
         let start = Instant::now();

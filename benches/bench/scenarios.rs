@@ -290,21 +290,33 @@ pub struct Startup {
     pub explicit_requests: usize,
     /// Spawn to exit of `metainit --version`: the cost of starting the process at all.
     pub floor: Duration,
+    /// Spawn to the first clearing PATCH, the server already holding one labelled pending
+    /// pod: with `--mode` given, and with `--mode auto`.
+    pub patch_explicit: Duration,
+    pub patch_auto: Duration,
+    /// Requests before that PATCH, with `auto`.
+    pub patch_auto_requests: usize,
 }
 
 /// Figure 4: Start-up: process start to the first LIST received by the server.
 pub async fn startup(generation: Generation) -> Startup {
     let bed = Bed::start(generation).await;
+    // Each run finds one labelled pending pod of its own on the server (the runs before
+    // cleared theirs), and is timed to its first LIST and to the PATCH that clears the pod.
     let run = async |mode: &str| {
+        let pod = format!("startup-{mode}");
+        bed.create(&pod, true);
         let log = bed.dir.path().join(format!("startup-{mode}.log"));
         let mut m = Metainit::spawn(&bed.kubeconfig, mode, &log);
         let (at, before) = bed.first_list(m.spawned, &mut m).await;
+        let (patched, before_patch) = bed.first_patch(m.spawned, &pod, &mut m).await;
         let took = since(at, m.spawned);
+        let to_patch = since(patched, m.spawned);
         m.stop().await;
-        (took, before)
+        (took, before, to_patch, before_patch)
     };
-    let (explicit, explicit_requests) = run(generation.mode()).await;
-    let (auto, auto_requests) = run("auto").await;
+    let (explicit, explicit_requests, patch_explicit, _) = run(generation.mode()).await;
+    let (auto, auto_requests, patch_auto, patch_auto_requests) = run("auto").await;
 
     let start = Instant::now();
     let out = tokio::process::Command::new(metainit_bin())
@@ -320,6 +332,9 @@ pub async fn startup(generation: Generation) -> Startup {
         auto_requests,
         explicit_requests,
         floor,
+        patch_explicit,
+        patch_auto,
+        patch_auto_requests,
     }
 }
 
