@@ -399,6 +399,13 @@ pub struct StatusArgs {
     /// The watcher's release rules, to show which rule releases each pod and when.
     #[command(flatten)]
     pub rules: RuleArgs,
+
+    /// Also list the webhooks of the labelled webhook configurations that are down (no
+    /// ready endpoint) or exempted, and their state, as `--webhooks` sees them. Needs list
+    /// on the two configuration kinds and on endpointslices (manifests/rbac-webhooks.yaml).
+    /// From the environment: 1/0, true/false, yes/no.
+    #[arg(long, env = "METAINIT_WEBHOOKS", action = ArgAction::SetTrue, value_parser = parse_bool)]
+    pub webhooks: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,6 +21,7 @@ use crate::{
     discovery::{self, Target},
     object::{Held, Kind},
     release::Rules,
+    webhooks::status::WebhookRow,
 };
 
 /// One held object.
@@ -53,6 +54,9 @@ pub struct Report {
     /// The `--release-gate` rules the `release` of each row is computed with.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub release_rules: Vec<String>,
+    /// With `--webhooks`: the webhooks of labelled configurations that are down or exempted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhooks: Option<Vec<WebhookRow>>,
 }
 
 /// What `status` says when a signal stops it.
@@ -134,6 +138,9 @@ async fn report(args: &StatusArgs) -> Result<Report> {
             "--mode initializers",
         ));
     }
+    if args.webhooks && common.mode == crate::cli::ModeArg::Initializers {
+        return Err(crate::cli::webhooks_too_old("--mode initializers"));
+    }
     let rules = Rules {
         rules: args.rules.release_gate.clone(),
         exclude: args.rules.exclude_namespace.clone(),
@@ -149,6 +156,15 @@ async fn report(args: &StatusArgs) -> Result<Report> {
             "the server's version (--mode auto)",
         ));
     }
+    if args.webhooks && mode == Mode::Initializers {
+        return Err(crate::cli::webhooks_too_old(
+            "the server's version (--mode auto)",
+        ));
+    }
+    let webhooks = match args.webhooks {
+        true => Some(crate::webhooks::status::list(&client, &label_key, &url, deadline).await?),
+        false => None,
+    };
     let targets = match mode {
         Mode::SchedulingGates => vec![
             discovery::resolve(&client, &url, &crate::cli::ResourceSpec::pods(), deadline).await?,
@@ -194,6 +210,7 @@ async fn report(args: &StatusArgs) -> Result<Report> {
         items,
         by_name,
         release_rules: rules.rules.iter().map(ToString::to_string).collect(),
+        webhooks,
     })
 }
 
@@ -375,6 +392,55 @@ pub fn human_age(secs: u64) -> String {
 
 /// The table, aligned like kubectl's: columns padded to the widest cell plus three spaces.
 pub fn table(report: &Report) -> String {
+    let mut out = objects_table(report);
+    if let Some(rows) = &report.webhooks {
+        out.push('\n');
+        out.push_str(&webhooks_table(rows));
+    }
+    out
+}
+
+/// The webhooks that are down or exempted, or one line saying none is.
+pub fn webhooks_table(rows: &[WebhookRow]) -> String {
+    if rows.is_empty() {
+        return "no webhook of a labelled configuration is down or exempted\n".into();
+    }
+    let mut cells = vec![
+        ["CONFIGURATION", "WEBHOOK", "SERVICE", "READY", "STATE"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for r in rows {
+        cells.push(vec![
+            format!("{}/{}", r.kind, r.configuration),
+            r.webhook.clone(),
+            r.service.clone(),
+            r.ready_endpoints.to_string(),
+            r.describe(),
+        ]);
+    }
+    aligned(&cells)
+}
+
+/// Columns padded to the widest cell plus three spaces, as kubectl prints them.
+fn aligned(rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(line.join("   ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn objects_table(report: &Report) -> String {
     if report.items.is_empty() {
         return summary(report) + "\n";
     }
@@ -403,19 +469,7 @@ pub fn table(report: &Report) -> String {
         }
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in &rows {
-        let line: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(line.join("   ").trim_end());
-        out.push('\n');
-    }
+    let mut out = aligned(&rows);
     out.push_str(&summary(report));
     out.push('\n');
     out
@@ -518,6 +572,7 @@ mod tests {
                 ("kueue.x-k8s.io/admission".into(), 2),
             ]),
             release_rules: Vec::new(),
+            webhooks: None,
         };
         let t = table(&report);
         let lines: Vec<&str> = t.lines().collect();

@@ -802,3 +802,103 @@ async fn forbidden_until_rbac_webhooks_lands_then_exempted() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// `metainit status --webhooks`: the webhooks that are down or exempted, and their state;
+/// up ones, `Ignore` ones and unlabelled configurations are not listed.
+#[tokio::test]
+async fn status_lists_the_webhooks_that_are_down_and_their_state() {
+    let bed = Bed::modern().await;
+    serve(&bed, "gk", "gk-svc", false);
+    serve(&bed, "up", "up-svc", true);
+    for (name, labelled, policy, ns, svc) in [
+        ("gk", true, "Fail", "gk", "gk-svc"),
+        ("up", true, "Fail", "up", "up-svc"),
+        ("ignore", true, "Ignore", "gk", "gk-svc"),
+        ("unlabelled", false, "Fail", "gk", "gk-svc"),
+    ] {
+        let hook = format!("{name}.example.com");
+        let c = config(name, labelled, &hook, policy, ns, svc);
+        bed.double.create(VWC, "", c).unwrap();
+    }
+    let kubeconfig = bed.kubeconfig.display().to_string();
+    let status = |extra: &'static [&'static str]| {
+        let mut args = vec!["status", "--kubeconfig", kubeconfig.as_str(), "--webhooks"];
+        args.extend_from_slice(extra);
+        async move {
+            let (code, stdout, stderr) = run_to_end(&args, WAIT).await;
+            assert_eq!(code, 0, "{stdout}\n{stderr}");
+            stdout
+        }
+    };
+    let rows = |out: &str| -> Vec<String> {
+        out.lines()
+            .skip_while(|l| !l.starts_with("CONFIGURATION"))
+            .skip(1)
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+
+    let out = status(&[]).await;
+    assert_eq!(
+        rows(&out),
+        [format!(
+            "validating/gk gk.example.com gk/gk-svc 0 {}gk",
+            msg::FAILING_CLOSED
+        )],
+        "{out}"
+    );
+
+    // Exempted by metainit: the state says since when.
+    let kc = kubeconfig.clone();
+    let (code, _, stderr) = run_to_end(&["--kubeconfig", &kc, "--once", "--webhooks"], WAIT).await;
+    assert_eq!(code, 0, "{stderr}");
+    let out = status(&[]).await;
+    let got = rows(&out);
+    assert_eq!(got.len(), 1, "{out}");
+    assert!(
+        got[0].starts_with("validating/gk gk.example.com gk/gk-svc 0 gk exempted ")
+            && got[0].ends_with(" ago"),
+        "{out}"
+    );
+
+    // The service is back: restoring after the grace; and the same as JSON.
+    set_ready(&bed, "gk", "gk-svc", true);
+    let out = status(&[]).await;
+    assert!(
+        rows(&out)[0].ends_with("endpoints back: restoring after the grace"),
+        "{out}"
+    );
+    let json: Value = serde_json::from_str(&status(&["-o", "json"]).await).unwrap();
+    assert_eq!(json["webhooks"].as_array().map(Vec::len), Some(1), "{json}");
+    let row = &json["webhooks"][0];
+    assert_eq!(row["configuration"], "gk");
+    assert_eq!(row["kind"], "validating");
+    assert_eq!(row["state"], "restoring");
+    assert_eq!(row["readyEndpoints"], 1);
+    assert_eq!(row["namespace"], "gk");
+
+    // Restored: nothing to list.
+    let (code, _, stderr) = run_to_end(&["--kubeconfig", &kc, "--once", "--webhooks"], WAIT).await;
+    assert_eq!(code, 0, "{stderr}");
+    let out = status(&[]).await;
+    assert!(out.contains(msg::NO_WEBHOOK_DOWN), "{out}");
+    // Without the flag, no webhook part at all.
+    let (_, plain, _) = run_to_end(&["status", "--kubeconfig", &kc, "-o", "json"], WAIT).await;
+    let plain: Value = serde_json::from_str(&plain).unwrap();
+    assert!(plain.get("webhooks").is_none(), "{plain}");
+
+    let (code, _, stderr) = run_to_end(
+        &[
+            "status",
+            "--kubeconfig",
+            &kc,
+            "--webhooks",
+            "--mode",
+            "initializers",
+        ],
+        WAIT,
+    )
+    .await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains(msg::WEBHOOKS_TOO_OLD), "{stderr}");
+}

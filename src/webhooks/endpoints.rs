@@ -27,12 +27,16 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// The EndpointSlices' verdict: is any endpoint ready?
 pub fn any_ready<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> bool {
-    slices.into_iter().any(|s| {
-        s.endpoints
-            .iter()
-            .flatten()
-            .any(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
-    })
+    ready_count(slices) > 0
+}
+
+/// How many endpoints of the EndpointSlices are ready.
+pub fn ready_count<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> usize {
+    slices
+        .into_iter()
+        .flat_map(|s| s.endpoints.iter().flatten())
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+        .count()
 }
 
 struct Entry {

@@ -16,6 +16,7 @@
 pub mod decide;
 pub mod endpoints;
 pub mod once;
+pub mod status;
 
 use std::{
     collections::{HashMap, HashSet},

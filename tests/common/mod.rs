@@ -412,6 +412,8 @@ pub mod msg {
     pub const GRACE_WITH_ONCE: &str = "--webhook-grace has no effect with --once";
     pub const GRACE_AT_LEAST: &str = "the grace period must be at least 1s";
     pub const WEBHOOKS_TOO_OLD: &str = "--webhooks needs Kubernetes 1.21 or later";
+    pub const NO_WEBHOOK_DOWN: &str = "no webhook of a labelled configuration is down or exempted";
+    pub const FAILING_CLOSED: &str = "failing closed on ";
 
     pub const ALL: &[&str] = &[
         TOKEN_FILE,
@@ -464,5 +466,7 @@ pub mod msg {
         GRACE_WITH_ONCE,
         GRACE_AT_LEAST,
         WEBHOOKS_TOO_OLD,
+        NO_WEBHOOK_DOWN,
+        FAILING_CLOSED,
     ];
 }

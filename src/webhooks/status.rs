@@ -1,0 +1,282 @@
+//! `metainit status --webhooks`: the webhooks of the labelled configurations that are down
+//! or exempted, and in what state. Read-only: a LIST of each configuration kind (by label)
+//! and of each guarded service's EndpointSlices.
+
+use std::{collections::HashMap, time::Duration};
+
+use k8s_openapi::{api::discovery::v1::EndpointSlice, jiff::Timestamp};
+use kube::{
+    Api, Client,
+    api::{DynamicObject, ListParams},
+};
+use serde::Serialize;
+
+use super::{
+    decide::{self, ANNOTATION, Service},
+    endpoints::{SERVICE_NAME_LABEL, ready_count},
+    kinds,
+};
+use crate::{Result, discovery, status::human_age};
+
+/// One webhook that is down or exempted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookRow {
+    /// `validating` or `mutating`.
+    pub kind: String,
+    pub configuration: String,
+    pub webhook: String,
+    /// `namespace/name`.
+    pub service: String,
+    pub ready_endpoints: usize,
+    pub state: State,
+    /// The service's namespace: the one that fails closed, or is exempted.
+    pub namespace: String,
+    /// How long ago metainit exempted it (from its record).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exempted_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum State {
+    /// No ready endpoint, not exempted: pods in its namespace cannot be created.
+    FailingClosed,
+    /// Exempted by metainit, still no ready endpoint.
+    Exempted,
+    /// Exempted by metainit, endpoints ready again: restored after the grace.
+    Restoring,
+    /// The expression is there without metainit's record: someone added it; metainit
+    /// never removes it.
+    ExemptedByHand,
+}
+
+impl WebhookRow {
+    /// The STATE column.
+    pub fn describe(&self) -> String {
+        let ago = self
+            .exempted_seconds
+            .map(|s| format!(" {} ago", human_age(s)))
+            .unwrap_or_default();
+        let ns = &self.namespace;
+        match self.state {
+            State::FailingClosed => format!("failing closed on {ns}"),
+            State::Exempted => format!("{ns} exempted{ago}"),
+            State::Restoring => {
+                format!("{ns} exempted{ago}, endpoints back: restoring after the grace")
+            }
+            State::ExemptedByHand => format!("{ns} exempted by hand"),
+        }
+    }
+}
+
+/// The rows, from the labelled configurations (`kind` label, object) and the number of
+/// ready endpoints of each service (absent: not listed).
+pub fn rows(
+    configs: &[(&str, DynamicObject)],
+    ready: &HashMap<Service, usize>,
+    now: Timestamp,
+) -> Vec<WebhookRow> {
+    let mut out = Vec::new();
+    for (kind, obj) in configs {
+        let records = decide::records(
+            obj.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION))
+                .map(String::as_str),
+        )
+        .unwrap_or_default();
+        for h in decide::hooks(&obj.data) {
+            let Some(service) = h.guarded_service() else {
+                continue;
+            };
+            let ready_endpoints = ready.get(service).copied().unwrap_or(0);
+            let record = records.get(&h.name);
+            let by_hand = record.is_none() && h.has(&decide::expression(&service.namespace));
+            let state = match (record, ready_endpoints) {
+                (Some(_), 0) => State::Exempted,
+                (Some(_), _) => State::Restoring,
+                (None, _) if by_hand => State::ExemptedByHand,
+                (None, 0) => State::FailingClosed,
+                (None, _) => continue,
+            };
+            let exempted_seconds = record
+                .and_then(|r| r.since.parse::<Timestamp>().ok())
+                .map(|t| now.as_second().saturating_sub(t.as_second()).max(0) as u64);
+            out.push(WebhookRow {
+                kind: kind.to_string(),
+                configuration: obj.metadata.name.clone().unwrap_or_default(),
+                webhook: h.name.clone(),
+                service: service.to_string(),
+                ready_endpoints,
+                state,
+                namespace: service.namespace.clone(),
+                exempted_seconds,
+            });
+        }
+    }
+    out
+}
+
+/// Lists what `rows` needs.
+pub async fn list(
+    client: &Client,
+    label_key: &str,
+    url: &str,
+    deadline: Option<Duration>,
+) -> Result<Vec<WebhookRow>> {
+    let mut configs = Vec::new();
+    for ar in kinds() {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let params = ListParams::default().labels(label_key);
+        let what = format!("LIST {}", ar.plural);
+        let list = discovery::with_retries(&what, url, deadline, || api.list(&params)).await?;
+        let kind = if ar.kind.starts_with("Mutating") {
+            "mutating"
+        } else {
+            "validating"
+        };
+        configs.extend(list.items.into_iter().map(|o| (kind, o)));
+    }
+    let mut services: Vec<Service> = configs
+        .iter()
+        .flat_map(|(_, o)| decide::hooks(&o.data))
+        .filter_map(|h| h.guarded_service().cloned())
+        .collect();
+    services.sort();
+    services.dedup();
+    let mut ready = HashMap::new();
+    for s in services {
+        let api: Api<EndpointSlice> = Api::namespaced(client.clone(), &s.namespace);
+        let params = ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={}", s.name));
+        let what = format!("LIST endpointslices of {s}");
+        let slices = discovery::with_retries(&what, url, deadline, || api.list(&params)).await?;
+        ready.insert(s, ready_count(&slices.items));
+    }
+    Ok(rows(&configs, &ready, Timestamp::now()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config(name: &str, annotation: Option<Value>, hooks: Value) -> DynamicObject {
+        let mut meta = json!({"name": name});
+        if let Some(a) = annotation {
+            meta["annotations"] = json!({ANNOTATION: a.to_string()});
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": meta,
+            "webhooks": hooks,
+        }))
+        .unwrap()
+    }
+
+    use serde_json::Value;
+
+    fn hook(name: &str, policy: &str, ns: &str, exempted: bool) -> Value {
+        let mut h = json!({
+            "name": name,
+            "failurePolicy": policy,
+            "clientConfig": {"service": {"namespace": ns, "name": "svc"}},
+        });
+        if exempted {
+            h["namespaceSelector"] = json!({"matchExpressions": [decide::expression(ns)]});
+        }
+        h
+    }
+
+    #[test]
+    fn only_what_is_down_or_exempted_and_in_which_state() {
+        let now: Timestamp = "2026-11-24T12:00:00Z".parse().unwrap();
+        let record = |name: &str, ns: &str| json!({name: {"expression": decide::expression(ns), "since": "2026-11-24T11:48:00Z"}});
+        let configs = vec![
+            (
+                "validating",
+                config(
+                    "down",
+                    None,
+                    json!([hook("d.example.com", "Fail", "down", false)]),
+                ),
+            ),
+            (
+                "validating",
+                config(
+                    "up",
+                    None,
+                    json!([hook("u.example.com", "Fail", "up", false)]),
+                ),
+            ),
+            (
+                "validating",
+                config(
+                    "ignore",
+                    None,
+                    json!([hook("i.example.com", "Ignore", "down", false)]),
+                ),
+            ),
+            (
+                "mutating",
+                config(
+                    "exempt",
+                    Some(record("e.example.com", "down")),
+                    json!([hook("e.example.com", "Fail", "down", true)]),
+                ),
+            ),
+            (
+                "validating",
+                config(
+                    "back",
+                    Some(record("b.example.com", "up")),
+                    json!([hook("b.example.com", "Fail", "up", true)]),
+                ),
+            ),
+            (
+                "validating",
+                config(
+                    "hand",
+                    None,
+                    json!([hook("h.example.com", "Fail", "up", true)]),
+                ),
+            ),
+        ];
+        let svc = |ns: &str| Service {
+            namespace: ns.into(),
+            name: "svc".into(),
+        };
+        let ready = HashMap::from([(svc("down"), 0), (svc("up"), 2)]);
+        let got: Vec<(String, State, String)> = rows(&configs, &ready, now)
+            .into_iter()
+            .map(|r| (r.configuration.clone(), r.state, r.describe()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "down".into(),
+                    State::FailingClosed,
+                    "failing closed on down".into()
+                ),
+                (
+                    "exempt".into(),
+                    State::Exempted,
+                    "down exempted 12m ago".into()
+                ),
+                (
+                    "back".into(),
+                    State::Restoring,
+                    "up exempted 12m ago, endpoints back: restoring after the grace".into()
+                ),
+                (
+                    "hand".into(),
+                    State::ExemptedByHand,
+                    "up exempted by hand".into()
+                ),
+            ]
+        );
+    }
+}
