@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job, on a local demo: a deadlocked initializer pod whose create blocks, and
-# metainit breaking the deadlock; then the same with a scheduling gate. Runs against the
+# metainit breaking the deadlock; then the same with a scheduling gate; then with an
+# admission webhook that intercepts its own pods (`--webhooks`). Runs against the
 # bundled kube-apiserver double with kubectl; needs cargo and kubectl, nothing else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -106,11 +107,115 @@ kubectl get pods -o wide | sed 's/^/  /'
 "$bin/metainit" status | sed 's/^/  /'
 say "metainit --once"
 "$bin/metainit" --once 2>/dev/null
-echo "gates now: $(kubectl get pod kueue-controller-manager-0 -o jsonpath='{.spec.schedulingGates}')"
+gates=$(kubectl get pod kueue-controller-manager-0 -o jsonpath='{.spec.schedulingGates}')
+echo "gates now: ${gates:-none}"
+if [ -n "$gates" ]; then echo "the gate is still there" >&2; exit 1; fi
 for _ in $(seq 50); do
   [ -n "$(kubectl get pod kueue-controller-manager-0 -o jsonpath='{.spec.nodeName}')" ] && break
   sleep 0.1
 done
 echo "the scheduler bound it:"
 kubectl get pods -o wide | sed 's/^/  /'
+say "The same 1.33 double: a validating webhook that intercepts its own pods, and its pods are gone"
+# The webhook fails closed on every pod creation; its service has one endpoint, not ready
+# (its pod is gone). Its own replacement pod cannot be created: the deadlock of the
+# admission-webhook era. The configuration carries the label key: metainit may act on it.
+kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: policy
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: policy-webhook
+  namespace: policy
+spec:
+  ports:
+  - port: 443
+    targetPort: 8443
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: policy-webhook-1
+  namespace: policy
+  labels:
+    kubernetes.io/service-name: policy-webhook
+addressType: IPv4
+endpoints:
+- addresses: ["10.0.0.7"]
+  conditions:
+    ready: false
+ports:
+- port: 8443
+  protocol: TCP
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: policy-webhook
+  labels:
+    k8s.opsani.io/initializer: ""
+webhooks:
+- name: validate.policy.example.com
+  clientConfig:
+    service:
+      namespace: policy
+      name: policy-webhook
+      path: /validate
+  rules:
+  - operations: ["CREATE"]
+    apiGroups: [""]
+    apiVersions: ["v1"]
+    resources: ["pods"]
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+YAML
+run_pod() { # namespace, name: creates a pod, prints what the API server said
+  kubectl run "$2" -n "$1" --image=registry.example/app:1 --restart=Never 2>&1 | sed 's/^/  /'
+  return "${PIPESTATUS[0]}"
+}
+until_true() { # what, command...: waits up to 30 s for the command to succeed
+  local what=$1; shift
+  for _ in $(seq 300); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "$what did not happen within 30 s; metainit's log:" >&2
+  cat "$work/webhooks.log" >&2
+  exit 1
+}
+selector() { kubectl get validatingwebhookconfiguration policy-webhook -o jsonpath='{.webhooks[0].namespaceSelector}'; }
+before=$(selector)
+echo "the webhook's namespaceSelector, as the API server defaulted it: $before"
+echo "the webhook's own pod, in namespace policy:"
+if run_pod policy policy-controller-0; then echo "admitted: the webhook should have refused it" >&2; exit 1; fi
+
+say "metainit --webhooks --webhook-grace 2s"
+"$bin/metainit" --webhooks --webhook-grace 2s --admin-addr 127.0.0.1:0 2>"$work/webhooks.log" &
+metainit=$!
+pids+=($metainit)
+until_true "the exemption" kubectl run policy-controller-0 -n policy --image=registry.example/policy:1 --restart=Never
+echo "after 2 s without a ready endpoint, the webhook's own namespace is exempted, and only it:"
+echo "  namespaceSelector: $(selector)"
+echo "  pod policy/policy-controller-0 created: $(kubectl get pod policy-controller-0 -n policy -o jsonpath='{.metadata.name}')"
+echo "every other namespace still fails closed; in default:"
+if run_pod default web-0; then echo "admitted: the webhook should still refuse default" >&2; exit 1; fi
+"$bin/metainit" status --webhooks | sed 's/^/  /'
+
+say "The webhook's pod is ready again: its EndpointSlice says so"
+kubectl patch endpointslice policy-webhook-1 -n policy --type=json \
+  -p '[{"op": "replace", "path": "/endpoints/0/conditions/ready", "value": true}]' >/dev/null
+restored() { [ "$(selector)" = "$before" ]; }
+until_true "the restore" restored
+echo "after 2 s with a ready endpoint, the selector is what it was: $(selector)"
+echo "and the webhook intercepts namespace policy again (its endpoint is ready, so it admits):"
+run_pod policy policy-controller-1
+grep -E "exempted the webhook's own namespace|restored the webhook's namespace selector" "$work/webhooks.log" |
+  sed 's/^/  metainit: /'
+echo "Events on the configuration:"
+kubectl get events -n default -o custom-columns=REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message |
+  grep -E "REASON|Webhook" | sed 's/^/  /'
+kill -TERM $metainit
+wait $metainit && echo "metainit stopped on SIGTERM, exit 0"
 say "done"

@@ -30,6 +30,9 @@ bash scripts/check-manifests.sh "$target_dir/debug/metainit"
 step "tests/clients/check.sh (kubectl and the Python kubernetes package against the double)"
 bash tests/clients/check.sh
 
+step "scripts/demo.sh (the main job, end to end with kubectl; fails if a step does not happen)"
+bash scripts/demo.sh
+
 step "scripts/image-check.sh"
 bash scripts/image-check.sh
 
