@@ -453,6 +453,16 @@ impl Engine {
         if steps.is_empty() && !stale {
             return Ok(look);
         }
+        let (steps, contradicted) = self.confirm(key, steps, &hooks).await?;
+        if contradicted {
+            // The watch lags behind the server: it will catch up and wake this
+            // configuration; look again after the grace at the latest.
+            let grace = self.settings.grace;
+            look.wait = Some(look.wait.map_or(grace, |w| w.min(grace)));
+        }
+        if steps.is_empty() && !stale {
+            return Ok(look);
+        }
         if self.settings.dry_run {
             self.say_dry_run(key, &uid, &hooks, &steps);
             for (_, step) in &steps {
@@ -484,6 +494,72 @@ impl Engine {
             self.done(&ar, &obj, key, &uid, h, step, records.contains_key(&h.name));
         }
         Ok(look)
+    }
+
+    /// A watch can lag behind the server (a cut stream, a relist under errors), and one
+    /// replica's stale view would undo what another just did: exempt again a webhook that
+    /// was restored because it is up. So before a configuration is changed, the endpoints
+    /// of each service a step is about are read afresh (one LIST of its EndpointSlices),
+    /// and a step that read contradicts is dropped (`true`: one was). `--once` decides on a
+    /// fresh read already.
+    async fn confirm(
+        &self,
+        key: &str,
+        steps: Vec<(usize, Step)>,
+        hooks: &[Hook],
+    ) -> Result<(Vec<(usize, Step)>, bool), Failure> {
+        if self.services.once() {
+            return Ok((steps, false));
+        }
+        let mut fresh: HashMap<Service, bool> = HashMap::new();
+        let mut kept = Vec::new();
+        let mut contradicted = false;
+        for (index, step) in steps {
+            // A restore because the webhook no longer fails closed on a service needs no
+            // endpoints.
+            let Some(service) = hooks
+                .iter()
+                .find(|h| h.index == index)
+                .and_then(Hook::guarded_service)
+            else {
+                kept.push((index, step));
+                continue;
+            };
+            let ready = match fresh.get(service) {
+                Some(ready) => *ready,
+                None => {
+                    let ready = self.ready_now(service).await?;
+                    fresh.insert(service.clone(), ready);
+                    ready
+                }
+            };
+            let agrees = match step {
+                Step::Exempt { .. } => !ready,
+                Step::Restore { .. } => ready,
+                Step::Nothing | Step::Wait(_) => true,
+            };
+            if agrees {
+                kept.push((index, step));
+            } else {
+                contradicted = true;
+                tracing::debug!(config = %key, service = %service, ready,
+                                "the endpoints as read now contradict the watch's view; not acting yet");
+            }
+        }
+        Ok((kept, contradicted))
+    }
+
+    /// Whether `service` has a ready endpoint, read now from the server.
+    async fn ready_now(&self, service: &Service) -> Result<bool, Failure> {
+        let api: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+            Api::namespaced(self.client.clone(), &service.namespace);
+        let params = kube::api::ListParams::default().labels(&format!(
+            "{}={}",
+            endpoints::SERVICE_NAME_LABEL,
+            service.name
+        ));
+        let slices = api.list(&params).await.map_err(Failure::from)?;
+        Ok(endpoints::any_ready(&slices.items))
     }
 
     /// Logs, counts and writes the Event for a step the server accepted.
