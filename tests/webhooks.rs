@@ -82,6 +82,27 @@ fn set_ready(bed: &Bed, ns: &str, svc: &str, ready: bool) {
     bed.double.update(EPS, ns, s).expect("slice updated");
 }
 
+/// The test's usual deadlock: the labelled configuration `gk`, whose one webhook
+/// `validate.gk.example.com` fails closed on pod creation and calls `gk/gk-svc`, served
+/// with its one endpoint `ready` or not.
+fn gatekeeper(bed: &Bed, ready: bool) {
+    serve(bed, "gk", "gk-svc", ready);
+    bed.double
+        .create(
+            VWC,
+            "",
+            config(
+                "gk",
+                true,
+                "validate.gk.example.com",
+                "Fail",
+                "gk",
+                "gk-svc",
+            ),
+        )
+        .expect("configuration");
+}
+
 /// Creates a pod through the API, as a controller would: `Err` with the server's code
 /// and message when admission refuses it.
 async fn create_pod(bed: &Bed, ns: &str, name: &str) -> Result<(), (u16, String)> {
@@ -147,21 +168,7 @@ fn entry(bed: &Bed, name: &str) -> Value {
 #[tokio::test]
 async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
     let bed = Bed::modern().await;
-    serve(&bed, "gk", "gk-svc", false);
-    bed.double
-        .create(
-            VWC,
-            "",
-            config(
-                "gk",
-                true,
-                "validate.gk.example.com",
-                "Fail",
-                "gk",
-                "gk-svc",
-            ),
-        )
-        .expect("configuration");
+    gatekeeper(&bed, false);
     let original = entry(&bed, "gk");
     // The deadlock: the webhook's own pod cannot be created, nor can anyone else's.
     let message = refused(&bed, "gk", "gk-controller").await;
@@ -365,21 +372,7 @@ async fn leaves_alone_what_is_not_its_to_touch() {
 #[tokio::test]
 async fn endpoints_flapping_faster_than_the_grace_period_cause_no_patch() {
     let bed = Bed::modern().await;
-    serve(&bed, "gk", "gk-svc", true);
-    bed.double
-        .create(
-            VWC,
-            "",
-            config(
-                "gk",
-                true,
-                "validate.gk.example.com",
-                "Fail",
-                "gk",
-                "gk-svc",
-            ),
-        )
-        .unwrap();
+    gatekeeper(&bed, true);
     let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "3s"]);
     metainit
         .logged("listed", |l| {
@@ -454,21 +447,7 @@ async fn a_rewrite_while_exempted_is_re_evaluated_and_not_fought_more_than_once_
 #[tokio::test]
 async fn three_replicas_exempt_once_and_restore_once() {
     let bed = Bed::modern().await;
-    serve(&bed, "gk", "gk-svc", false);
-    bed.double
-        .create(
-            VWC,
-            "",
-            config(
-                "gk",
-                true,
-                "validate.gk.example.com",
-                "Fail",
-                "gk",
-                "gk-svc",
-            ),
-        )
-        .unwrap();
+    gatekeeper(&bed, false);
     let original = entry(&bed, "gk");
     let replicas: Vec<Metainit> = (0..3)
         .map(|i| {

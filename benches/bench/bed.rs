@@ -205,21 +205,7 @@ impl Bed {
     /// Waits for the first LIST of pods at or after `since`; returns its arrival time and
     /// how many requests (of any kind) came before it.
     pub async fn first_list(&self, since: SystemTime, m: &mut Metainit) -> (SystemTime, usize) {
-        let start = Instant::now();
-        loop {
-            let all: Vec<RequestRecord> = self
-                .double
-                .requests()
-                .into_iter()
-                .filter(|r| r.at >= since)
-                .collect();
-            if let Some(i) = all.iter().position(is_list) {
-                return (all[i].at, i);
-            }
-            m.check_alive();
-            assert!(start.elapsed() < LIMIT, "no LIST from metainit");
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        self.first(since, m, "LIST", is_list).await
     }
 
     /// Waits for the first PATCH of pod `name` at or after `since`; returns its arrival time
@@ -231,6 +217,20 @@ impl Bed {
         m: &mut Metainit,
     ) -> (SystemTime, usize) {
         let path = Self::pod_path(name);
+        self.first(since, m, "PATCH", |r| {
+            r.method == "PATCH" && r.path_and_query.starts_with(&path)
+        })
+        .await
+    }
+
+    /// Waits for the first request at or after `since` that `wanted` accepts.
+    async fn first(
+        &self,
+        since: SystemTime,
+        m: &mut Metainit,
+        what: &str,
+        wanted: impl Fn(&RequestRecord) -> bool,
+    ) -> (SystemTime, usize) {
         let start = Instant::now();
         loop {
             let all: Vec<RequestRecord> = self
@@ -239,14 +239,11 @@ impl Bed {
                 .into_iter()
                 .filter(|r| r.at >= since)
                 .collect();
-            if let Some(i) = all
-                .iter()
-                .position(|r| r.method == "PATCH" && r.path_and_query.starts_with(&path))
-            {
+            if let Some(i) = all.iter().position(&wanted) {
                 return (all[i].at, i);
             }
             m.check_alive();
-            assert!(start.elapsed() < LIMIT, "no PATCH of {name} from metainit");
+            assert!(start.elapsed() < LIMIT, "no {what} from metainit");
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }

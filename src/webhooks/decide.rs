@@ -106,6 +106,19 @@ pub fn hooks(data: &Value) -> Vec<Hook> {
         .collect()
 }
 
+/// The services that the fail-closed webhooks of these configurations call, each once,
+/// sorted.
+pub fn guarded_services<'a>(configs: impl IntoIterator<Item = &'a Value>) -> Vec<Service> {
+    let mut services: Vec<Service> = configs
+        .into_iter()
+        .flat_map(hooks)
+        .filter_map(|h| h.guarded_service().cloned())
+        .collect();
+    services.sort();
+    services.dedup();
+    services
+}
+
 /// The expression that exempts `namespace`.
 pub fn expression(namespace: &str) -> Value {
     json!({"key": NS_LABEL, "operator": "NotIn", "values": [namespace]})

@@ -25,6 +25,26 @@ use crate::{admin::Health, metrics::Metrics};
 /// The label EndpointSlices carry with their service's name.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
+/// The label selector of a service's EndpointSlices.
+pub fn selector(service: &Service) -> String {
+    format!("{SERVICE_NAME_LABEL}={}", service.name)
+}
+
+/// How many endpoints of `service` are ready, read now (one LIST of its EndpointSlices,
+/// retried as start-up requests are): for `--once` and `status`.
+pub async fn ready_now(
+    client: &Client,
+    service: &Service,
+    url: &str,
+    deadline: Option<Duration>,
+) -> crate::Result<usize> {
+    let api: Api<EndpointSlice> = Api::namespaced(client.clone(), &service.namespace);
+    let params = kube::api::ListParams::default().labels(&selector(service));
+    let what = format!("LIST endpointslices of {service}");
+    let slices = crate::discovery::with_retries(&what, url, deadline, || api.list(&params)).await?;
+    Ok(ready_count(&slices.items))
+}
+
 /// The EndpointSlices' verdict: is any endpoint ready?
 pub fn any_ready<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> bool {
     ready_count(slices) > 0
@@ -165,8 +185,7 @@ impl Services {
     /// The watch of one service's EndpointSlices, for as long as a configuration names it.
     async fn watch(self: Arc<Self>, service: Service, health: usize) {
         let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &service.namespace);
-        let config =
-            watcher::Config::default().labels(&format!("{SERVICE_NAME_LABEL}={}", service.name));
+        let config = watcher::Config::default().labels(&selector(&service));
         let mut stream = watcher(api, config).default_backoff().boxed();
         let name = format!("endpointslices of {service}");
         let mut slices: HashMap<String, EndpointSlice> = HashMap::new();

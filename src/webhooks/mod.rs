@@ -409,13 +409,8 @@ impl Engine {
                 return Ok(look);
             }
         };
-        let mut services: Vec<Service> = hooks
-            .iter()
-            .filter_map(|h| h.guarded_service().cloned())
-            .collect();
-        services.sort();
-        services.dedup();
-        self.services.track(key, &services);
+        self.services
+            .track(key, &decide::guarded_services([&obj.data]));
         for h in hooks
             .iter()
             .filter(|h| h.fails_closed && h.service.is_none())
@@ -553,11 +548,7 @@ impl Engine {
     async fn ready_now(&self, service: &Service) -> Result<bool, Failure> {
         let api: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
             Api::namespaced(self.client.clone(), &service.namespace);
-        let params = kube::api::ListParams::default().labels(&format!(
-            "{}={}",
-            endpoints::SERVICE_NAME_LABEL,
-            service.name
-        ));
+        let params = kube::api::ListParams::default().labels(&endpoints::selector(service));
         let slices = api.list(&params).await.map_err(Failure::from)?;
         Ok(endpoints::any_ready(&slices.items))
     }

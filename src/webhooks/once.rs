@@ -8,7 +8,6 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::{
     Api, Client, ResourceExt,
     api::{ApiResource, DynamicObject, ListParams},
@@ -20,7 +19,7 @@ use kube::{
 use tokio::{sync::watch, time::Instant};
 use tracing::info;
 
-use super::{Engine, Look, Settings, Source, decide, endpoints::SERVICE_NAME_LABEL, key_of, kinds};
+use super::{Engine, Look, Settings, Source, decide, key_of, kinds};
 use crate::{
     Result, discovery,
     events::Sink,
@@ -157,22 +156,11 @@ async fn list(
         stores.push((ar.clone(), writer.as_reader()));
         writers.push((ar, api, writer));
     }
-    let mut services: Vec<decide::Service> = stores
-        .iter()
-        .flat_map(|(_, s)| s.state())
-        .flat_map(|o| decide::hooks(&o.data))
-        .filter_map(|h| h.guarded_service().cloned())
-        .collect();
-    services.sort();
-    services.dedup();
+    let configs: Vec<_> = stores.iter().flat_map(|(_, s)| s.state()).collect();
     let mut listed = HashMap::new();
-    for s in services {
-        let api: Api<EndpointSlice> = Api::namespaced(client.clone(), &s.namespace);
-        let params = ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={}", s.name));
-        let what = format!("LIST endpointslices of {s}");
-        let slices =
-            discovery::with_retries(&what, url, Some(timeout), || api.list(&params)).await?;
-        listed.insert(s, super::endpoints::any_ready(&slices.items));
+    for s in decide::guarded_services(configs.iter().map(|o| &o.data)) {
+        let ready = super::endpoints::ready_now(client, &s, url, Some(timeout)).await?;
+        listed.insert(s, ready > 0);
     }
     Ok((stores, writers, keys, listed))
 }

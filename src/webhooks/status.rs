@@ -4,7 +4,7 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use k8s_openapi::{api::discovery::v1::EndpointSlice, jiff::Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::{
     Api, Client,
     api::{DynamicObject, ListParams},
@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::{
     decide::{self, ANNOTATION, Service},
-    endpoints::{SERVICE_NAME_LABEL, ready_count},
+    endpoints::ready_now,
     kinds,
 };
 use crate::{Result, discovery, status::human_age};
@@ -139,20 +139,10 @@ pub async fn list(
         };
         configs.extend(list.items.into_iter().map(|o| (kind, o)));
     }
-    let mut services: Vec<Service> = configs
-        .iter()
-        .flat_map(|(_, o)| decide::hooks(&o.data))
-        .filter_map(|h| h.guarded_service().cloned())
-        .collect();
-    services.sort();
-    services.dedup();
     let mut ready = HashMap::new();
-    for s in services {
-        let api: Api<EndpointSlice> = Api::namespaced(client.clone(), &s.namespace);
-        let params = ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={}", s.name));
-        let what = format!("LIST endpointslices of {s}");
-        let slices = discovery::with_retries(&what, url, deadline, || api.list(&params)).await?;
-        ready.insert(s, ready_count(&slices.items));
+    for s in decide::guarded_services(configs.iter().map(|(_, o)| &o.data)) {
+        let count = ready_now(client, &s, url, deadline).await?;
+        ready.insert(s, count);
     }
     Ok(rows(&configs, &ready, Timestamp::now()))
 }
