@@ -66,8 +66,9 @@ impl Clearer {
         match self.send(obj, &patch).await? {
             false => Ok(Done::Gone),
             true => {
-                info!(kind = %kind, object = %obj.key(), names = %names.join(","), "cleared");
+                // Counted before it is said: whoever reads the line finds it in the metrics.
                 self.metrics.cleared(self.mode.as_str(), &self.target.name);
+                info!(kind = %kind, object = %obj.key(), names = %names.join(","), "cleared");
                 self.events.send(
                     events::cleared_event(
                         &self.target.resource,
@@ -95,9 +96,9 @@ impl Clearer {
             return Ok(Done::Gone);
         }
         for d in due {
+            self.metrics.released(&d.gate);
             info!(object = %obj.key(), gate = %d.gate, age = %crate::release::human(d.age),
                   rule = %d.rule, "released an orphaned gate");
-            self.metrics.released(&d.gate);
         }
         self.events.send(
             events::released_event(&self.target.resource, obj, due, &self.node),

@@ -146,26 +146,15 @@ async fn metrics_count_clears_failures_pending_and_latency() {
     })
     .await;
 
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let cleared = "metainit_objects_cleared_total{mode=\"scheduling-gates\",resource=\"pods\"}";
+    // Pending is counted from the watch, one event behind the server.
+    metrics_until(&addr, "4 cleared, 4 latencies, none pending", WAIT, |t| {
+        metric(t, cleared) == Some(4.0)
+            && metric(t, "metainit_clear_latency_seconds_count") == Some(4.0)
+            && metric(t, "metainit_objects_pending") == Some(0.0)
+    })
+    .await;
     let (_, text) = admin_get(&addr, "/metrics").await;
-    assert_eq!(
-        metric(
-            &text,
-            "metainit_objects_cleared_total{mode=\"scheduling-gates\",resource=\"pods\"}"
-        ),
-        Some(4.0),
-        "{text}"
-    );
-    assert_eq!(
-        metric(&text, "metainit_objects_pending"),
-        Some(0.0),
-        "{text}"
-    );
-    assert_eq!(
-        metric(&text, "metainit_clear_latency_seconds_count"),
-        Some(4.0),
-        "{text}"
-    );
     assert!(
         text.contains(&format!(
             "metainit_build_info{{version=\"0.1.0\",revision=\"{}\"}} 1",

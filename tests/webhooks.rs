@@ -218,8 +218,10 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
         })
         .await;
     let addr = metainit.admin_addr().await;
-    let (_, text) = admin_get(&addr, "/metrics").await;
-    assert_eq!(metric(&text, "metainit_webhooks_exempted"), Some(1.0));
+    let text = metrics_until(&addr, "one webhook exempted", WAIT, |t| {
+        metric(t, "metainit_webhooks_exempted") == Some(1.0)
+    })
+    .await;
     assert_eq!(
         metric(&text, "metainit_webhook_exemptions_total"),
         Some(1.0)
@@ -263,8 +265,10 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
         events[0]["involvedObject"]["kind"],
         "ValidatingWebhookConfiguration"
     );
-    let (_, text) = admin_get(&addr, "/metrics").await;
-    assert_eq!(metric(&text, "metainit_webhooks_exempted"), Some(0.0));
+    let text = metrics_until(&addr, "no webhook exempted", WAIT, |t| {
+        metric(t, "metainit_webhooks_exempted") == Some(0.0)
+    })
+    .await;
     assert_eq!(
         metric(&text, "metainit_webhook_restorations_total"),
         Some(1.0)

@@ -604,9 +604,10 @@ impl Engine {
                 } else {
                     human_duration(*down_for)
                 };
+                // Counted before it is said: whoever reads the line finds it in the metrics.
+                self.metrics.webhook_exemptions.inc();
                 info!(config = %key, webhook = %h.name, namespace = %namespace, service = %service,
                       %down_for, "exempted the webhook's own namespace: its service has no ready endpoint");
-                self.metrics.webhook_exemptions.inc();
                 let how_long = if self.services.once() {
                     "had no ready endpoint when `metainit --once` looked".to_string()
                 } else {
@@ -659,9 +660,9 @@ impl Engine {
                     ),
                     (None, _) => "the webhook no longer fails closed on a service".to_string(),
                 };
+                self.metrics.webhook_restorations.inc();
                 info!(config = %key, webhook = %h.name, namespace = %namespace, service = %service,
                       endpoints_gone_for = gone.as_deref().unwrap_or("-"), "restored the webhook's namespace selector: {why}");
-                self.metrics.webhook_restorations.inc();
                 let message = format!(
                     "metainit restored webhook {} for namespace {namespace}: {why}",
                     h.name

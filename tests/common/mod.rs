@@ -346,6 +346,28 @@ pub async fn admin_get(addr: &str, path: &str) -> (u16, String) {
     (code, body)
 }
 
+/// Scrapes `/metrics` until `check` holds on the text, and returns that text. Gauges are
+/// counted from what the watch has seen, one event behind the server: a test waits for them.
+pub async fn metrics_until(
+    addr: &str,
+    what: &str,
+    limit: Duration,
+    check: impl Fn(&str) -> bool,
+) -> String {
+    let start = Instant::now();
+    loop {
+        let text = admin_get(addr, "/metrics").await.1;
+        if check(&text) {
+            return text;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for the metrics: {what}\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A kube client for the double (what a user's `kubectl create` would be).
 pub fn client(bed: &Bed) -> kube::Client {
     let url: http::Uri = bed.double.url().parse().expect("url");
