@@ -161,3 +161,576 @@ async fn max_age_exits_1_when_something_is_held_too_long() {
     assert_eq!(code, 0);
     assert_eq!(out.trim(), "nothing held back (scheduling-gates mode)");
 }
+
+// `status --webhooks`: the webhooks of labelled configurations that are down or exempted.
+
+const VWC: &str = "validatingwebhookconfigurations.admissionregistration.k8s.io";
+const MWC: &str = "mutatingwebhookconfigurations.admissionregistration.k8s.io";
+const EPS: &str = "endpointslices.discovery.k8s.io";
+const ANNOTATION: &str = "k8s.opsani.io/metainit-exempted";
+
+/// A webhook on pod creation that calls `ns/svc`.
+fn webhook(name: &str, policy: &str, ns: &str, svc: &str) -> Value {
+    json!({
+        "name": name,
+        "clientConfig": {"service": {"namespace": ns, "name": svc, "path": "/validate"}},
+        "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+        "failurePolicy": policy,
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    })
+}
+
+/// The expression metainit adds to exempt `ns`.
+fn exemption(ns: &str) -> Value {
+    json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [ns]})
+}
+
+/// `hook` with `ns` exempted in its namespace selector, as metainit (or a person) leaves it.
+fn exempted(mut hook: Value, ns: &str) -> Value {
+    hook["namespaceSelector"] = json!({"matchExpressions": [exemption(ns)]});
+    hook
+}
+
+/// A configuration of `kind` (`Validating` or `Mutating`), labelled or not; `records`
+/// (webhook, namespace, how long ago) fill metainit's annotation as it writes it.
+fn webhook_config(
+    kind: &str,
+    name: &str,
+    labelled: bool,
+    hooks: Vec<Value>,
+    records: &[(&str, &str, Duration)],
+) -> Value {
+    let mut labels = json!({"app": "policy"});
+    if labelled {
+        labels[LABEL] = json!("");
+    }
+    let mut metadata = json!({"name": name, "labels": labels});
+    if !records.is_empty() {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let map: serde_json::Map<String, Value> = records
+            .iter()
+            .map(|(hook, ns, ago)| {
+                // Whole seconds, as metainit writes it.
+                let since = k8s_openapi::jiff::Timestamp::from_second(
+                    now.as_second() - ago.as_secs() as i64,
+                )
+                .unwrap();
+                (
+                    hook.to_string(),
+                    json!({"expression": exemption(ns), "since": since.to_string()}),
+                )
+            })
+            .collect();
+        metadata["annotations"] = json!({ANNOTATION: Value::Object(map).to_string()});
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": format!("{kind}WebhookConfiguration"),
+        "metadata": metadata,
+        "webhooks": hooks,
+    })
+}
+
+/// A service with one EndpointSlice of one endpoint, ready or not.
+fn serve(bed: &Bed, ns: &str, svc: &str, ready: bool) {
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": svc, "namespace": ns},
+        "spec": {"ports": [{"port": 443, "targetPort": 8443}]},
+    });
+    bed.double.create("services", ns, service).expect("service");
+    let slice = json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("{svc}-abc"), "namespace": ns,
+                     "labels": {"kubernetes.io/service-name": svc}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.7"], "conditions": {"ready": ready}}],
+        "ports": [{"port": 8443, "protocol": "TCP"}],
+    });
+    bed.double.create(EPS, ns, slice).expect("slice");
+}
+
+fn create(bed: &Bed, resource: &str, config: Value) {
+    bed.double
+        .create(resource, "", config)
+        .expect("configuration");
+}
+
+/// The rows of the webhook table, cells joined by one space, sorted.
+fn webhook_rows(out: &str) -> Vec<String> {
+    let mut rows: Vec<String> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("CONFIGURATION"))
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// One webhook in each state, and the ones that must not be listed: up and not
+/// exempted, `Ignore`, in an unlabelled configuration.
+async fn webhooks_bed() -> Bed {
+    let bed = Bed::modern().await;
+    serve(&bed, "pay", "pay-webhook", false);
+    serve(
+        &bed,
+        "gatekeeper-system",
+        "gatekeeper-webhook-service",
+        false,
+    );
+    serve(&bed, "kyverno", "kyverno-svc", true);
+    serve(&bed, "istio-system", "istiod", false);
+    serve(&bed, "cert-manager", "cert-manager-webhook", true);
+    // Down, two webhooks on one service: both fail closed, one LIST of its slices.
+    let pay = |n| webhook(n, "Fail", "pay", "pay-webhook");
+    create(
+        &bed,
+        VWC,
+        webhook_config(
+            "Validating",
+            "payments",
+            true,
+            vec![pay("a.payments.example.com"), pay("b.payments.example.com")],
+            &[],
+        ),
+    );
+    // Exempted by metainit 12m30s ago, still down.
+    let gk = webhook(
+        "validation.gatekeeper.sh",
+        "Fail",
+        "gatekeeper-system",
+        "gatekeeper-webhook-service",
+    );
+    create(
+        &bed,
+        VWC,
+        webhook_config(
+            "Validating",
+            "gatekeeper-validating-webhook-configuration",
+            true,
+            vec![exempted(gk, "gatekeeper-system")],
+            &[(
+                "validation.gatekeeper.sh",
+                "gatekeeper-system",
+                Duration::from_secs(12 * 60 + 30),
+            )],
+        ),
+    );
+    // Exempted 25m30s ago, endpoints back.
+    let ky = webhook(
+        "validate.kyverno.svc-fail",
+        "Fail",
+        "kyverno",
+        "kyverno-svc",
+    );
+    create(
+        &bed,
+        VWC,
+        webhook_config(
+            "Validating",
+            "kyverno-resource-validating-webhook-cfg",
+            true,
+            vec![exempted(ky, "kyverno")],
+            &[(
+                "validate.kyverno.svc-fail",
+                "kyverno",
+                Duration::from_secs(25 * 60 + 30),
+            )],
+        ),
+    );
+    // Exempted by hand: the expression without a record.
+    let istio = webhook(
+        "sidecar-injector.istio.io",
+        "Fail",
+        "istio-system",
+        "istiod",
+    );
+    create(
+        &bed,
+        MWC,
+        webhook_config(
+            "Mutating",
+            "istio-sidecar-injector",
+            true,
+            vec![exempted(istio, "istio-system")],
+            &[],
+        ),
+    );
+    // Not listed: up and not exempted; Ignore; unlabelled.
+    create(
+        &bed,
+        VWC,
+        webhook_config(
+            "Validating",
+            "cert-manager-webhook",
+            true,
+            vec![webhook(
+                "webhook.cert-manager.io",
+                "Fail",
+                "cert-manager",
+                "cert-manager-webhook",
+            )],
+            &[],
+        ),
+    );
+    create(
+        &bed,
+        MWC,
+        webhook_config(
+            "Mutating",
+            "lenient",
+            true,
+            vec![webhook(
+                "lenient.example.com",
+                "Ignore",
+                "pay",
+                "pay-webhook",
+            )],
+            &[],
+        ),
+    );
+    create(
+        &bed,
+        VWC,
+        webhook_config(
+            "Validating",
+            "unlabelled",
+            false,
+            vec![webhook(
+                "unlabelled.example.com",
+                "Fail",
+                "pay",
+                "pay-webhook",
+            )],
+            &[],
+        ),
+    );
+    bed.double.clear_requests();
+    bed
+}
+
+const EXPECTED_ROWS: [&str; 5] = [
+    "mutating/istio-sidecar-injector sidecar-injector.istio.io istio-system/istiod 0 istio-system exempted by hand",
+    "validating/gatekeeper-validating-webhook-configuration validation.gatekeeper.sh gatekeeper-system/gatekeeper-webhook-service 0 gatekeeper-system exempted 12m ago",
+    "validating/kyverno-resource-validating-webhook-cfg validate.kyverno.svc-fail kyverno/kyverno-svc 1 kyverno exempted 25m ago, endpoints back: restoring after the grace",
+    "validating/payments a.payments.example.com pay/pay-webhook 0 failing closed on pay",
+    "validating/payments b.payments.example.com pay/pay-webhook 0 failing closed on pay",
+];
+
+/// The table: after the held objects and a blank line, one row per webhook that is down
+/// or exempted, in its state; and it only LISTs, each guarded service's slices once.
+#[tokio::test]
+async fn webhooks_table_lists_those_down_or_exempted_and_their_state() {
+    let bed = webhooks_bed().await;
+    let (code, out, err) = status(&bed, &["--webhooks"]).await;
+    assert_eq!(code, 0, "{err}");
+    // The held objects' summary, a blank line, then the webhooks' own header.
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() > 3, "{out}");
+    assert_eq!(
+        lines[..2],
+        ["nothing held back (scheduling-gates mode)", ""],
+        "{out}"
+    );
+    let header: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["CONFIGURATION", "WEBHOOK", "SERVICE", "READY", "STATE"],
+        "{out}"
+    );
+    assert_eq!(webhook_rows(&out), EXPECTED_ROWS, "{out}");
+    // Aligned: each row's STATE starts under the header's.
+    let state_col = lines[2].find("STATE").unwrap();
+    assert!(
+        lines[3..].iter().all(|l| l.len() > state_col
+            && l.as_bytes()[state_col - 1] == b' '
+            && l.as_bytes()[state_col] != b' '),
+        "{out}"
+    );
+
+    let requests = bed.double.requests();
+    let writes: Vec<_> = requests.iter().filter(|r| r.method != "GET").collect();
+    assert!(writes.is_empty(), "status wrote: {writes:?}");
+    // Each LIST of `resource` as `path?selector`, sorted.
+    let lists = |resource: &str| -> Vec<String> {
+        let mut out: Vec<String> = requests
+            .iter()
+            .filter_map(|r| {
+                let (path, query) = r
+                    .path_and_query
+                    .split_once('?')
+                    .unwrap_or((&r.path_and_query, ""));
+                let selector = query
+                    .split('&')
+                    .find_map(|p| p.strip_prefix("labelSelector="))
+                    .unwrap_or_default();
+                let selector = selector.replace("%2F", "/").replace("%3D", "=");
+                path.ends_with(resource)
+                    .then(|| format!("{path}?{selector}"))
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let slices: Vec<String> = [
+        ("cert-manager", "cert-manager-webhook"),
+        ("gatekeeper-system", "gatekeeper-webhook-service"),
+        ("istio-system", "istiod"),
+        ("kyverno", "kyverno-svc"),
+        ("pay", "pay-webhook"),
+    ]
+    .iter()
+    .map(|(ns, svc)| {
+        format!("/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices?kubernetes.io/service-name={svc}")
+    })
+    .collect();
+    assert_eq!(
+        lists("/endpointslices"),
+        slices,
+        "one LIST per guarded service, by its label"
+    );
+    assert_eq!(
+        lists("webhookconfigurations"),
+        ["mutating", "validating"].map(|k| format!(
+            "/apis/admissionregistration.k8s.io/v1/{k}webhookconfigurations?{LABEL}"
+        ))
+    );
+
+    // METAINIT_WEBHOOKS=true, as set in the static pod for `kubectl exec`, is the flag.
+    let kc = bed.kubeconfig.display().to_string();
+    let args = ["status", "--kubeconfig", kc.as_str()];
+    let (code, by_env, err) = run_to_end_env(&args, &[("METAINIT_WEBHOOKS", "true")], LIMIT).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(by_env, out);
+    let (code, off, err) = run_to_end_env(&args, &[("METAINIT_WEBHOOKS", "false")], LIMIT).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(off, "nothing held back (scheduling-gates mode)\n");
+}
+
+/// `-o json`: the same rows as `webhooks`, with machine-readable states.
+#[tokio::test]
+async fn webhooks_json_has_the_rows_with_their_states() {
+    let bed = webhooks_bed().await;
+    let (code, out, err) = status(&bed, &["--webhooks", "-o", "json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    let rows = report["webhooks"].as_array().expect("webhooks");
+    let mut got: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            let secs = r
+                .as_object_mut()
+                .unwrap()
+                .remove("exemptedSeconds")
+                .and_then(|s| s.as_u64());
+            // Whole minutes: the records are 12m30s and 25m30s old when written.
+            r["exemptedMinutes"] = json!(secs.map(|s| s / 60));
+            r
+        })
+        .collect();
+    got.sort_by_key(|r| r["webhook"].as_str().unwrap_or_default().to_string());
+    let row = |kind, config, hook, service, ready, state, ns, minutes: Option<u64>| {
+        json!({
+            "kind": kind, "configuration": config, "webhook": hook, "service": service,
+            "readyEndpoints": ready, "state": state, "namespace": ns, "exemptedMinutes": minutes,
+        })
+    };
+    assert_eq!(
+        got,
+        [
+            row(
+                "validating",
+                "payments",
+                "a.payments.example.com",
+                "pay/pay-webhook",
+                0,
+                "failingClosed",
+                "pay",
+                None
+            ),
+            row(
+                "validating",
+                "payments",
+                "b.payments.example.com",
+                "pay/pay-webhook",
+                0,
+                "failingClosed",
+                "pay",
+                None
+            ),
+            row(
+                "mutating",
+                "istio-sidecar-injector",
+                "sidecar-injector.istio.io",
+                "istio-system/istiod",
+                0,
+                "exemptedByHand",
+                "istio-system",
+                None
+            ),
+            row(
+                "validating",
+                "kyverno-resource-validating-webhook-cfg",
+                "validate.kyverno.svc-fail",
+                "kyverno/kyverno-svc",
+                1,
+                "restoring",
+                "kyverno",
+                Some(25)
+            ),
+            row(
+                "validating",
+                "gatekeeper-validating-webhook-configuration",
+                "validation.gatekeeper.sh",
+                "gatekeeper-system/gatekeeper-webhook-service",
+                0,
+                "exempted",
+                "gatekeeper-system",
+                Some(12)
+            ),
+        ],
+        "{out}"
+    );
+
+    let (code, out, err) = status(&bed, &["--webhooks", "-o", "yaml"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("webhooks:") && out.contains("state: exemptedByHand"),
+        "{out}"
+    );
+    // Without the flag, no `webhooks` at all.
+    let (code, out, _) = status(&bed, &["-o", "json"]).await;
+    assert_eq!(code, 0);
+    let report: Value = serde_json::from_str(&out).expect("json");
+    assert!(report.get("webhooks").is_none(), "{out}");
+}
+
+/// Nothing down: one line says so after the objects' summary; JSON has an empty array.
+#[tokio::test]
+async fn webhooks_none_down_says_so() {
+    let bed = Bed::modern().await;
+    serve(&bed, "cert-manager", "cert-manager-webhook", true);
+    create(
+        &bed,
+        VWC,
+        webhook_config(
+            "Validating",
+            "cert-manager-webhook",
+            true,
+            vec![webhook(
+                "webhook.cert-manager.io",
+                "Fail",
+                "cert-manager",
+                "cert-manager-webhook",
+            )],
+            &[],
+        ),
+    );
+    let (code, out, err) = status(&bed, &["--webhooks"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        format!(
+            "nothing held back (scheduling-gates mode)\n\n{}\n",
+            msg::NO_WEBHOOK_DOWN
+        )
+    );
+    let (code, out, err) = status(&bed, &["--webhooks", "-o", "json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(report["webhooks"], json!([]), "{out}");
+}
+
+/// Initializers (forced, or a 1.7 to 1.13 server under `--mode auto`) have no webhooks
+/// to list: exit 2 saying why, nothing printed.
+#[tokio::test]
+async fn webhooks_with_initializers_exits_2() {
+    let bed = Bed::modern().await;
+    let (code, out, err) = status(&bed, &["--webhooks", "--mode", "initializers"]).await;
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains(msg::WEBHOOKS_TOO_OLD) && err.contains("--mode initializers"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+
+    let legacy = Bed::legacy(&["podimage.example.com"]).await;
+    let (code, out, err) = status(&legacy, &["--webhooks"]).await;
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains(msg::WEBHOOKS_TOO_OLD) && err.contains("the server's version (--mode auto)"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+}
+
+/// Without the right to list the configurations, or a service's EndpointSlices: exit 2,
+/// nothing printed, the error naming the manifest that grants it. With list on those
+/// three (and pods), it works.
+#[tokio::test]
+async fn webhooks_forbidden_exits_2_naming_the_manifest() {
+    let pods = "list pods";
+    let configs = [
+        "list mutatingwebhookconfigurations.admissionregistration.k8s.io",
+        "list validatingwebhookconfigurations.admissionregistration.k8s.io",
+    ];
+    let slices = "list endpointslices.discovery.k8s.io";
+    let bed = Bed::as_user(kube_double::Config::modern(), &[pods]).await;
+    serve(&bed, "pay", "pay-webhook", false);
+    create(
+        &bed,
+        VWC,
+        webhook_config(
+            "Validating",
+            "payments",
+            true,
+            vec![webhook(
+                "a.payments.example.com",
+                "Fail",
+                "pay",
+                "pay-webhook",
+            )],
+            &[],
+        ),
+    );
+    let grant = |perms: &[&str]| {
+        bed.double.set_tokens(Some(
+            [(
+                "user".to_string(),
+                perms.iter().map(|p| p.to_string()).collect(),
+            )]
+            .into(),
+        ))
+    };
+
+    let (code, out, err) = status(&bed, &["--webhooks"]).await;
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("LIST mutatingwebhookconfigurations: forbidden")
+            && err.contains(msg::WEBHOOKS_RBAC),
+        "{err}"
+    );
+
+    grant(&[pods, configs[0], configs[1]]);
+    let (code, out, err) = status(&bed, &["--webhooks"]).await;
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("LIST endpointslices of pay/pay-webhook: forbidden")
+            && err.contains(msg::WEBHOOKS_RBAC),
+        "{err}"
+    );
+
+    grant(&[pods, configs[0], configs[1], slices]);
+    let (code, out, err) = status(&bed, &["--webhooks"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        webhook_rows(&out),
+        ["validating/payments a.payments.example.com pay/pay-webhook 0 failing closed on pay"],
+        "{out}"
+    );
+}
