@@ -2358,18 +2358,35 @@ async fn chaos_webhooks_three_replicas_under_20_percent_errors() {
         }
     }
     let failed = patches.iter().filter(|r| r.status >= 300).count();
-    let (mut exemptions, mut restorations) = (0.0, 0.0);
+    // A replica counts a PATCH once its answer is back, just after the server has it: wait
+    // for the sums to reach the count (bounded), then they must be exactly that.
+    let mut addrs = Vec::new();
     for r in &replicas {
-        let addr = r.admin_addr().await;
-        let (_, text) = admin_get(&addr, "/metrics").await;
-        let value = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(&format!("{name} ")))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        exemptions += value("metainit_webhook_exemptions_total");
-        restorations += value("metainit_webhook_restorations_total");
+        addrs.push(r.admin_addr().await);
+    }
+    let counted = Instant::now();
+    let (exemptions, restorations) = loop {
+        let (mut exemptions, mut restorations) = (0.0, 0.0);
+        for addr in &addrs {
+            let (_, text) = admin_get(addr, "/metrics").await;
+            let value = |name: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            exemptions += value("metainit_webhook_exemptions_total");
+            restorations += value("metainit_webhook_restorations_total");
+        }
+        let want = WH_CONFIGS as f64;
+        if (exemptions >= want && restorations >= want)
+            || counted.elapsed() > Duration::from_secs(10)
+        {
+            break (exemptions, restorations);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for r in &replicas {
         let bad: Vec<String> = r
             .log()
             .into_iter()

@@ -597,7 +597,11 @@ async fn chaos_2000_orphaned_pods_under_20_percent_errors() {
     let accepted = patches.iter().filter(|r| r.status == 200).count();
     assert_eq!(accepted, ORPHANED, "one accepted PATCH per pod");
     let addr = metainit.admin_addr().await;
-    let (_, text) = admin_get(&addr, "/metrics").await;
+    // Counted once the PATCH's answer is back, just after the server has it.
+    let text = metrics_until(&addr, "every release counted", WAIT, |t| {
+        metric(t, "metainit_gates_released_total", A).unwrap_or(0.0) >= ORPHANED as f64
+    })
+    .await;
     assert_eq!(
         metric(&text, "metainit_gates_released_total", A),
         Some(ORPHANED as f64),
