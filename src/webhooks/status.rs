@@ -92,14 +92,17 @@ pub fn rows(
                 continue;
             };
             let ready_endpoints = ready.get(service).copied().unwrap_or(0);
-            let record = records.get(&h.name);
-            let by_hand = record.is_none() && h.has(&decide::expression(&service.namespace));
-            let state = match (record, ready_endpoints) {
-                (Some(_), 0) => State::Exempted,
-                (Some(_), _) => State::Restoring,
-                (None, _) if by_hand => State::ExemptedByHand,
-                (None, 0) => State::FailingClosed,
-                (None, _) => continue,
+            // What is there decides, not the record alone: a rewrite (a Helm upgrade, a
+            // GitOps sync) that dropped metainit's expression leaves the namespace failing
+            // closed until metainit adds it again.
+            let exempted = h.has(&decide::expression(&service.namespace));
+            let record = records.get(&h.name).filter(|_| exempted);
+            let state = match (exempted, record, ready_endpoints) {
+                (true, Some(_), 0) => State::Exempted,
+                (true, Some(_), _) => State::Restoring,
+                (true, None, _) => State::ExemptedByHand,
+                (false, _, 0) => State::FailingClosed,
+                (false, _, _) => continue,
             };
             let exempted_seconds = record
                 .and_then(|r| r.since.parse::<Timestamp>().ok())
@@ -233,6 +236,24 @@ mod tests {
                     json!([hook("h.example.com", "Fail", "up", true)]),
                 ),
             ),
+            // Recorded, but a rewrite dropped the expression: failing closed again.
+            (
+                "validating",
+                config(
+                    "reverted",
+                    Some(record("r.example.com", "down")),
+                    json!([hook("r.example.com", "Fail", "down", false)]),
+                ),
+            ),
+            // Recorded, expression dropped, endpoints back: nothing to show.
+            (
+                "validating",
+                config(
+                    "reverted-up",
+                    Some(record("v.example.com", "up")),
+                    json!([hook("v.example.com", "Fail", "up", false)]),
+                ),
+            ),
         ];
         let svc = |ns: &str| Service {
             namespace: ns.into(),
@@ -265,6 +286,11 @@ mod tests {
                     "hand".into(),
                     State::ExemptedByHand,
                     "up exempted by hand".into()
+                ),
+                (
+                    "reverted".into(),
+                    State::FailingClosed,
+                    "failing closed on down".into()
                 ),
             ]
         );
