@@ -162,7 +162,15 @@ async fn report(args: &StatusArgs) -> Result<Report> {
         ));
     }
     let webhooks = match args.webhooks {
-        true => Some(crate::webhooks::status::list(&client, &label_key, &url, deadline).await?),
+        true => {
+            let mut rows =
+                crate::webhooks::status::list(&client, &label_key, &url, deadline).await?;
+            // `-n NS`: the webhooks whose service is in NS (the namespace they fail closed on).
+            if let Some(ns) = &common.namespace {
+                rows.retain(|r| &r.namespace == ns);
+            }
+            Some(rows)
+        }
         false => None,
     };
     let targets = match mode {

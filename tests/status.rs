@@ -498,6 +498,11 @@ async fn webhooks_table_lists_those_down_or_exempted_and_their_state() {
         ))
     );
 
+    // `-n NS`: only the webhooks whose service is in NS.
+    let (code, pay, err) = status(&bed, &["--webhooks", "-n", "pay"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(webhook_rows(&pay), EXPECTED_ROWS[3..], "{pay}");
+
     // METAINIT_WEBHOOKS=true, as set in the static pod for `kubectl exec`, is the flag.
     let kc = bed.kubeconfig.display().to_string();
     let args = ["status", "--kubeconfig", kc.as_str()];
