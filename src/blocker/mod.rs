@@ -6,7 +6,7 @@ mod decision;
 pub mod gates;
 pub mod initializers;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use decision::{Decision, Leave, names};
 
@@ -105,14 +105,15 @@ pub fn guard_uid(obj: &Held, patch: Value) -> Value {
 fn guarded(obj: &Held, label_key: &str, patch: Value) -> Value {
     let mut ops = Vec::with_capacity(4);
     if let Some(uid) = obj.uid() {
-        ops.push(json!({"op": "test", "path": "/metadata/uid", "value": uid}));
+        ops.push(decision::operation(
+            "test",
+            "/metadata/uid",
+            Some(uid.into()),
+        ));
     }
     if let Some(value) = obj.label(label_key).filter(|_| !label_key.is_empty()) {
-        ops.push(json!({
-            "op": "test",
-            "path": format!("/metadata/labels/{}", pointer_segment(label_key)),
-            "value": value,
-        }));
+        let path = ["/metadata/labels/", &pointer_segment(label_key)].concat();
+        ops.push(decision::operation("test", &path, Some(value.into())));
     }
     match patch {
         Value::Array(rest) => ops.extend(rest),
@@ -124,6 +125,7 @@ fn guarded(obj: &Held, label_key: &str, patch: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_patch_tests_uid_and_label_first() {
