@@ -9,7 +9,7 @@ use serde::de::IgnoredAny;
 use tracing::{Level, debug, info};
 
 use crate::{
-    blocker::{Decision, Leave, Mode},
+    blocker::{Decision, Leave, Mode, Patch},
     discovery::Target,
     events,
     failure::{Failure, describe, status_fields},
@@ -85,12 +85,7 @@ impl Clearer {
     }
 
     /// Releases the `due` gates of a pod with `patch` (see `release::patch`).
-    pub async fn release(
-        &self,
-        obj: &Held,
-        due: &[Due],
-        patch: &serde_json::Value,
-    ) -> Result<Done, Failure> {
+    pub async fn release(&self, obj: &Held, due: &[Due], patch: &Patch) -> Result<Done, Failure> {
         debug!(object = %obj.key(), "releasing");
         if !self.send(obj, patch).await? {
             return Ok(Done::Gone);
@@ -109,7 +104,7 @@ impl Clearer {
 
     /// Sends a patch: `true` once accepted, `false` if the object is gone (404), or the
     /// failure to retry.
-    async fn send(&self, obj: &Held, patch: &serde_json::Value) -> Result<bool, Failure> {
+    async fn send(&self, obj: &Held, patch: &Patch) -> Result<bool, Failure> {
         match self
             .client
             .request::<IgnoredAny>(self.patch_request(obj, patch)?)
@@ -131,19 +126,14 @@ impl Clearer {
     /// `PATCH` with the JSON patch as the body, as `Api::patch` with `Patch::Json` sends it,
     /// without its round trip of the patch through `json_patch::Patch`; the answer (the
     /// whole object) is not parsed, since nothing in it is read.
-    fn patch_request(
-        &self,
-        obj: &Held,
-        patch: &serde_json::Value,
-    ) -> Result<http::Request<Vec<u8>>, Failure> {
+    fn patch_request(&self, obj: &Held, patch: &Patch) -> Result<http::Request<Vec<u8>>, Failure> {
         let ns = obj.namespace().filter(|_| self.target.namespaced);
         let url = format!(
             "{}/{}",
             Held::url_path(&self.target.resource, ns),
             obj.name()
         );
-        let body =
-            serde_json::to_vec(patch).map_err(|e| Failure::from(kube::Error::SerdeError(e)))?;
+        let body = patch.as_str().as_bytes().to_vec();
         http::Request::patch(url)
             .header(http::header::CONTENT_TYPE, "application/json-patch+json")
             // The verb kube's own requests carry, for its tracing layer.

@@ -7,7 +7,6 @@
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
 use k8s_openapi::jiff::Timestamp;
-use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::{
@@ -122,7 +121,7 @@ pub fn age(pod: &Held, now: Timestamp) -> Option<Duration> {
 /// The patch that removes the due gates and keeps every other one: the uid and the gates
 /// as seen are tested first, so a pod re-created under the same name, or whose gates
 /// changed meanwhile, is not touched (the newest state is looked at again).
-pub fn patch(pod: &Held, due: &[Due]) -> Option<Value> {
+pub fn patch(pod: &Held, due: &[Due]) -> Option<blocker::Patch> {
     let names: Vec<String> = due.iter().map(|d| d.gate.clone()).collect();
     match blocker::gates::decide(pod, &names) {
         Decision::Clear { patch, .. } => Some(blocker::guard_uid(pod, patch)),
@@ -215,7 +214,7 @@ pub fn human(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn rules(rules: &[(&str, u64)], exclude: &[&str]) -> Rules {
         Rules {
@@ -369,7 +368,7 @@ mod tests {
         );
         let seen = json!([{"name": "b.io/y"}, {"name": "other.io/z"}, {"name": "a.io/x"}]);
         assert_eq!(
-            patch(&p, &[due("a.io/x", 1, 1)]),
+            patch(&p, &[due("a.io/x", 1, 1)]).map(|p| p.value()),
             Some(json!([
                 {"op": "test", "path": "/metadata/uid", "value": "u-1"},
                 {"op": "test", "path": "/spec/schedulingGates", "value": seen},
@@ -378,7 +377,7 @@ mod tests {
         );
         let one = pod("ns", "2026-01-01T00:00:00Z", &["a.io/x"], None, false);
         assert_eq!(
-            patch(&one, &[due("a.io/x", 1, 1)]),
+            patch(&one, &[due("a.io/x", 1, 1)]).map(|p| p.value()),
             Some(json!([
                 {"op": "test", "path": "/metadata/uid", "value": "u-1"},
                 {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": "a.io/x"}]},

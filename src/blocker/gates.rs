@@ -25,9 +25,13 @@ pub fn decide(pod: &Held, only: &[String]) -> Decision {
     if names.is_empty() {
         return Decision::Leave(Leave::NotSelected(decision::names(Some(seen))));
     }
+    // The gates as the server sent them (`scheduling_gates` parsed these very bytes).
+    let raw = spec
+        .and_then(|s| s.scheduling_gates.as_deref())
+        .map_or("null", |r| r.get());
     let patch = decision::clearing_patch(
         "/spec/schedulingGates",
-        seen,
+        raw,
         "/spec/schedulingGates",
         "/spec/schedulingGates",
         kept,
@@ -87,7 +91,8 @@ mod tests {
                     patch: json!([
                         {"op": "test", "path": "/spec/schedulingGates", "value": gates},
                         {"op": "remove", "path": "/spec/schedulingGates"}
-                    ]),
+                    ])
+                    .into(),
                 },
             ),
             (
@@ -99,7 +104,8 @@ mod tests {
                     patch: json!([
                         {"op": "test", "path": "/spec/schedulingGates", "value": gates},
                         {"op": "replace", "path": "/spec/schedulingGates", "value": [{"name": "example.com/a"}]}
-                    ]),
+                    ])
+                    .into(),
                 },
             ),
             (

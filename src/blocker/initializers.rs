@@ -33,7 +33,7 @@ pub fn decide(initializers: Option<&Value>, only: &[String]) -> Decision {
     }
     let patch = decision::clearing_patch(
         "/metadata/initializers",
-        init,
+        &init.to_string(),
         "/metadata/initializers",
         "/metadata/initializers/pending",
         kept,
@@ -84,7 +84,8 @@ mod tests {
                     patch: json!([
                         {"op": "test", "path": "/metadata/initializers", "value": two},
                         {"op": "remove", "path": "/metadata/initializers"}
-                    ]),
+                    ])
+                    .into(),
                 },
             ),
             (
@@ -96,7 +97,8 @@ mod tests {
                     patch: json!([
                         {"op": "test", "path": "/metadata/initializers", "value": two},
                         {"op": "replace", "path": "/metadata/initializers/pending", "value": [{"name": "a.example.com"}]}
-                    ]),
+                    ])
+                    .into(),
                 },
             ),
             (
@@ -108,7 +110,8 @@ mod tests {
                     patch: json!([
                         {"op": "test", "path": "/metadata/initializers", "value": two},
                         {"op": "remove", "path": "/metadata/initializers"}
-                    ]),
+                    ])
+                    .into(),
                 },
             ),
             (

@@ -6,9 +6,7 @@ mod decision;
 pub mod gates;
 pub mod initializers;
 
-use serde_json::Value;
-
-pub use decision::{Decision, Leave, names};
+pub use decision::{Decision, Leave, Patch, names};
 
 use crate::object::Held;
 
@@ -96,30 +94,30 @@ pub fn pointer_segment(s: &str) -> String {
 }
 
 /// Prepends a `test` of the uid as seen to a patch (for a release, where no label is read).
-pub fn guard_uid(obj: &Held, patch: Value) -> Value {
+pub fn guard_uid(obj: &Held, patch: Patch) -> Patch {
     guarded(obj, "", patch)
 }
 
 /// Prepends `test` operations on the uid and on the label as seen to a clearing patch
 /// (no label test for an empty `label_key`).
-fn guarded(obj: &Held, label_key: &str, patch: Value) -> Value {
-    let mut ops = Vec::with_capacity(4);
+fn guarded(obj: &Held, label_key: &str, patch: Patch) -> Patch {
+    let mut ops = Vec::with_capacity(2);
     if let Some(uid) = obj.uid() {
         ops.push(decision::operation(
             "test",
             "/metadata/uid",
-            Some(uid.into()),
+            Some(&decision::json_string(uid)),
         ));
     }
     if let Some(value) = obj.label(label_key).filter(|_| !label_key.is_empty()) {
         let path = ["/metadata/labels/", &pointer_segment(label_key)].concat();
-        ops.push(decision::operation("test", &path, Some(value.into())));
+        ops.push(decision::operation(
+            "test",
+            &path,
+            Some(&decision::json_string(value)),
+        ));
     }
-    match patch {
-        Value::Array(rest) => ops.extend(rest),
-        other => ops.push(other),
-    }
-    Value::Array(ops)
+    patch.after(&ops)
 }
 
 #[cfg(test)]
@@ -147,7 +145,7 @@ mod tests {
             panic!("not cleared")
         };
         assert_eq!(
-            patch,
+            patch.value(),
             json!([
                 {"op": "test", "path": "/metadata/uid", "value": "u-1"},
                 {"op": "test", "path": "/metadata/labels/k8s.opsani.io~1initializer", "value": "x~y"},
