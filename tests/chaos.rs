@@ -2094,35 +2094,6 @@ fn wh_hook(name: &str, policy: &str, ns: &str, svc: Option<&str>) -> Value {
     })
 }
 
-fn wh_serve(double: &Double, ns: &str, svc: &str, ready: bool) {
-    double
-        .create(
-            "services",
-            ns,
-            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": svc, "namespace": ns},
-                   "spec": {"ports": [{"port": 443}]}}),
-        )
-        .expect("service");
-    double
-        .create(
-            "endpointslices.discovery.k8s.io",
-            ns,
-            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                   "metadata": {"name": format!("{svc}-1"), "namespace": ns,
-                                "labels": {"kubernetes.io/service-name": svc}},
-                   "addressType": "IPv4",
-                   "endpoints": [{"addresses": ["10.0.0.9"], "conditions": {"ready": ready}}]}),
-        )
-        .expect("slice");
-}
-
-fn wh_set_ready(double: &Double, ns: &str, svc: &str) {
-    let key = "endpointslices.discovery.k8s.io";
-    let mut s = double.get(key, ns, &format!("{svc}-1")).expect("slice");
-    s["endpoints"][0]["conditions"]["ready"] = json!(true);
-    double.update(key, ns, s).expect("slice updated");
-}
-
 /// The server's answer to a pod creation in `ns`: `true` if admitted.
 async fn wh_admitted(double: &Double, ns: &str, name: &str) -> bool {
     let url: http::Uri = double.url().parse().expect("url");
@@ -2158,7 +2129,7 @@ async fn chaos_webhooks_three_replicas_under_20_percent_errors() {
     let mut labelled = Vec::new();
     for i in 0..WH_CONFIGS {
         let (ns, svc) = (format!("ns-{i}"), format!("svc-{i}"));
-        wh_serve(double, &ns, &svc, false);
+        serve(double, &ns, &svc, false);
         let mut hooks = vec![wh_hook(
             &format!("a.c-{i}.example.com"),
             "Fail",
@@ -2201,7 +2172,7 @@ async fn chaos_webhooks_three_replicas_under_20_percent_errors() {
         let original = double.get(key, "", &name).expect("stored");
         labelled.push((key, plural, name, ns, original));
     }
-    wh_serve(double, "ns-x", "svc-x", false);
+    serve(double, "ns-x", "svc-x", false);
     for j in 0..5 {
         double
             .create(
@@ -2281,7 +2252,7 @@ async fn chaos_webhooks_three_replicas_under_20_percent_errors() {
 
     // Every service comes back: every configuration is restored byte for byte.
     for i in 0..WH_CONFIGS {
-        wh_set_ready(double, &format!("ns-{i}"), &format!("svc-{i}"));
+        set_ready(double, &format!("ns-{i}"), &format!("svc-{i}"), true);
     }
     eventually("every configuration restored", WH_WAIT, || {
         labelled.iter().all(|(key, _, name, _, original)| {

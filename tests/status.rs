@@ -166,7 +166,6 @@ async fn max_age_exits_1_when_something_is_held_too_long() {
 
 const VWC: &str = "validatingwebhookconfigurations.admissionregistration.k8s.io";
 const MWC: &str = "mutatingwebhookconfigurations.admissionregistration.k8s.io";
-const EPS: &str = "endpointslices.discovery.k8s.io";
 const ANNOTATION: &str = "k8s.opsani.io/metainit-exempted";
 
 /// A webhook on pod creation that calls `ns/svc`.
@@ -232,25 +231,6 @@ fn webhook_config(
     })
 }
 
-/// A service with one EndpointSlice of one endpoint, ready or not.
-fn serve(bed: &Bed, ns: &str, svc: &str, ready: bool) {
-    let service = json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": svc, "namespace": ns},
-        "spec": {"ports": [{"port": 443, "targetPort": 8443}]},
-    });
-    bed.double.create("services", ns, service).expect("service");
-    let slice = json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": format!("{svc}-abc"), "namespace": ns,
-                     "labels": {"kubernetes.io/service-name": svc}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["10.0.0.7"], "conditions": {"ready": ready}}],
-        "ports": [{"port": 8443, "protocol": "TCP"}],
-    });
-    bed.double.create(EPS, ns, slice).expect("slice");
-}
-
 fn create(bed: &Bed, resource: &str, config: Value) {
     bed.double
         .create(resource, "", config)
@@ -273,16 +253,16 @@ fn webhook_rows(out: &str) -> Vec<String> {
 /// exempted, `Ignore`, in an unlabelled configuration.
 async fn webhooks_bed() -> Bed {
     let bed = Bed::modern().await;
-    serve(&bed, "pay", "pay-webhook", false);
+    serve(&bed.double, "pay", "pay-webhook", false);
     serve(
-        &bed,
+        &bed.double,
         "gatekeeper-system",
         "gatekeeper-webhook-service",
         false,
     );
-    serve(&bed, "kyverno", "kyverno-svc", true);
-    serve(&bed, "istio-system", "istiod", false);
-    serve(&bed, "cert-manager", "cert-manager-webhook", true);
+    serve(&bed.double, "kyverno", "kyverno-svc", true);
+    serve(&bed.double, "istio-system", "istiod", false);
+    serve(&bed.double, "cert-manager", "cert-manager-webhook", true);
     // Down, two webhooks on one service: both fail closed, one LIST of its slices.
     let pay = |n| webhook(n, "Fail", "pay", "pay-webhook");
     create(
@@ -617,7 +597,7 @@ async fn webhooks_json_has_the_rows_with_their_states() {
 #[tokio::test]
 async fn webhooks_none_down_says_so() {
     let bed = Bed::modern().await;
-    serve(&bed, "cert-manager", "cert-manager-webhook", true);
+    serve(&bed.double, "cert-manager", "cert-manager-webhook", true);
     create(
         &bed,
         VWC,
@@ -684,7 +664,7 @@ async fn webhooks_forbidden_exits_2_naming_the_manifest() {
     ];
     let slices = "list endpointslices.discovery.k8s.io";
     let bed = Bed::as_user(kube_double::Config::modern(), &[pods]).await;
-    serve(&bed, "pay", "pay-webhook", false);
+    serve(&bed.double, "pay", "pay-webhook", false);
     create(
         &bed,
         VWC,

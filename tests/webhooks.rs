@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 
 const VWC: &str = "validatingwebhookconfigurations.admissionregistration.k8s.io";
 const MWC: &str = "mutatingwebhookconfigurations.admissionregistration.k8s.io";
-const EPS: &str = "endpointslices.discovery.k8s.io";
 const ANNOTATION: &str = "k8s.opsani.io/metainit-exempted";
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -44,49 +43,11 @@ fn webhook(name: &str, policy: &str, client_config: Value) -> Value {
     })
 }
 
-fn service(ns: &str, name: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"ports": [{"port": 443, "targetPort": 8443}]},
-    })
-}
-
-fn slice(ns: &str, svc: &str, ready: bool) -> Value {
-    json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": format!("{svc}-abc"), "namespace": ns,
-                     "labels": {"kubernetes.io/service-name": svc}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["10.0.0.7"], "conditions": {"ready": ready}}],
-        "ports": [{"port": 8443, "protocol": "TCP"}],
-    })
-}
-
-/// A service with an EndpointSlice, ready or not.
-fn serve(bed: &Bed, ns: &str, svc: &str, ready: bool) {
-    bed.double
-        .create("services", ns, service(ns, svc))
-        .expect("service");
-    bed.double
-        .create(EPS, ns, slice(ns, svc, ready))
-        .expect("slice");
-}
-
-fn set_ready(bed: &Bed, ns: &str, svc: &str, ready: bool) {
-    let mut s = bed
-        .double
-        .get(EPS, ns, &format!("{svc}-abc"))
-        .expect("slice");
-    s["endpoints"][0]["conditions"]["ready"] = json!(ready);
-    bed.double.update(EPS, ns, s).expect("slice updated");
-}
-
 /// The test's usual deadlock: the labelled configuration `gk`, whose one webhook
 /// `validate.gk.example.com` fails closed on pod creation and calls `gk/gk-svc`, served
 /// with its one endpoint `ready` or not.
 fn gatekeeper(bed: &Bed, ready: bool) {
-    serve(bed, "gk", "gk-svc", ready);
+    serve(&bed.double, "gk", "gk-svc", ready);
     bed.double
         .create(
             VWC,
@@ -228,7 +189,7 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
     );
 
     // The service comes back: after the grace, exactly the original entry again.
-    set_ready(&bed, "gk", "gk-svc", true);
+    set_ready(&bed.double, "gk", "gk-svc", true);
     eventually("restored", WAIT, || {
         let now = bed.double.get(VWC, "", "gk").unwrap();
         now["webhooks"][0] == original && now["metadata"].get("annotations").is_none()
@@ -282,7 +243,7 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
     // both fail closed.
     assert!(metainit.problems().is_empty(), "{:#?}", metainit.problems());
     metainit.stop().await;
-    set_ready(&bed, "gk", "gk-svc", false);
+    set_ready(&bed.double, "gk", "gk-svc", false);
     refused(&bed, "gk", "again").await;
     refused(&bed, "team-a", "again").await;
 }
@@ -290,7 +251,7 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
 #[tokio::test]
 async fn leaves_alone_what_is_not_its_to_touch() {
     let bed = Bed::modern().await;
-    serve(&bed, "gk", "gk-svc", false);
+    serve(&bed.double, "gk", "gk-svc", false);
     // Not labelled; Ignore; a url; a mutating one without a service; and one to wait for.
     bed.double
         .create(
@@ -312,7 +273,7 @@ async fn leaves_alone_what_is_not_its_to_touch() {
     let mut mutating = config("m", false, "m.example.com", "Fail", "gk", "gk-svc");
     mutating["kind"] = json!("MutatingWebhookConfiguration");
     bed.double.create(MWC, "", mutating).unwrap();
-    serve(&bed, "kyverno", "kyverno-svc", false);
+    serve(&bed.double, "kyverno", "kyverno-svc", false);
     bed.double
         .create(
             VWC,
@@ -385,9 +346,9 @@ async fn endpoints_flapping_faster_than_the_grace_period_cause_no_patch() {
         .await;
     // Down for 1 s, up for 0.5 s, six times: never down for the grace.
     for _ in 0..6 {
-        set_ready(&bed, "gk", "gk-svc", false);
+        set_ready(&bed.double, "gk", "gk-svc", false);
         tokio::time::sleep(Duration::from_millis(1000)).await;
-        set_ready(&bed, "gk", "gk-svc", true);
+        set_ready(&bed.double, "gk", "gk-svc", true);
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     metainit
@@ -401,7 +362,7 @@ async fn endpoints_flapping_faster_than_the_grace_period_cause_no_patch() {
     );
     // Then down for good: exempted after the grace.
     let down = SystemTime::now();
-    set_ready(&bed, "gk", "gk-svc", false);
+    set_ready(&bed.double, "gk", "gk-svc", false);
     until_admitted(&bed, "gk", "exempted once down for good").await;
     let p = patches_to(&bed, "validatingwebhookconfigurations", "gk");
     assert_eq!(p.len(), 1);
@@ -411,7 +372,7 @@ async fn endpoints_flapping_faster_than_the_grace_period_cause_no_patch() {
 #[tokio::test]
 async fn a_rewrite_while_exempted_is_re_evaluated_and_not_fought_more_than_once_per_grace() {
     let bed = Bed::modern().await;
-    serve(&bed, "gk", "gk-svc", false);
+    serve(&bed.double, "gk", "gk-svc", false);
     let manifest = config(
         "gk",
         true,
@@ -476,7 +437,7 @@ async fn three_replicas_exempt_once_and_restore_once() {
         Some(1),
         "one expression, not one per replica: {exempted}"
     );
-    set_ready(&bed, "gk", "gk-svc", true);
+    set_ready(&bed.double, "gk", "gk-svc", true);
     eventually("restored", WAIT, || {
         let now = bed.double.get(VWC, "", "gk").unwrap();
         now["webhooks"][0] == original && now["metadata"].get("annotations").is_none()
@@ -538,9 +499,9 @@ async fn bad_webhook_flags_exit_2_saying_what_to_fix() {
 #[tokio::test]
 async fn once_exempts_now_and_a_later_once_restores_exactly() {
     let bed = Bed::modern().await;
-    serve(&bed, "gk", "gk-svc", false);
-    serve(&bed, "up", "up-svc", true);
-    serve(&bed, "other", "other-svc", false);
+    serve(&bed.double, "gk", "gk-svc", false);
+    serve(&bed.double, "up", "up-svc", true);
+    serve(&bed.double, "other", "other-svc", false);
     for (name, labelled, ns, svc) in [
         ("gk", true, "gk", "gk-svc"),
         ("up", true, "up", "up-svc"),
@@ -628,7 +589,7 @@ async fn once_exempts_now_and_a_later_once_restores_exactly() {
     );
 
     // The service is back: the next run restores exactly what was there.
-    set_ready(&bed, "gk", "gk-svc", true);
+    set_ready(&bed.double, "gk", "gk-svc", true);
     let (code, stdout, stderr) = once(&[]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(
@@ -638,7 +599,7 @@ async fn once_exempts_now_and_a_later_once_restores_exactly() {
     let now = bed.double.get(VWC, "", "gk").unwrap();
     assert_eq!(now["webhooks"][0], original);
     assert!(now["metadata"].get("annotations").is_none(), "{now}");
-    set_ready(&bed, "gk", "gk-svc", false);
+    set_ready(&bed.double, "gk", "gk-svc", false);
     refused(&bed, "gk", "again").await;
 }
 
@@ -651,7 +612,7 @@ async fn once_without_the_right_to_patch_exits_1_with_the_fix() {
         &["get *", "list *", "watch *", "create *"],
     )
     .await;
-    serve(&bed, "gk", "gk-svc", false);
+    serve(&bed.double, "gk", "gk-svc", false);
     bed.double
         .create(
             VWC,
@@ -742,7 +703,7 @@ async fn forbidden_until_rbac_webhooks_lands_then_exempted() {
         "create events",
     ];
     let bed = Bed::as_user(kube_double::Config::modern(), &pods_only).await;
-    serve(&bed, "gk", "gk-svc", false);
+    serve(&bed.double, "gk", "gk-svc", false);
     bed.double
         .create(
             VWC,
@@ -791,8 +752,8 @@ async fn forbidden_until_rbac_webhooks_lands_then_exempted() {
 #[tokio::test]
 async fn status_lists_the_webhooks_that_are_down_and_their_state() {
     let bed = Bed::modern().await;
-    serve(&bed, "gk", "gk-svc", false);
-    serve(&bed, "up", "up-svc", true);
+    serve(&bed.double, "gk", "gk-svc", false);
+    serve(&bed.double, "up", "up-svc", true);
     for (name, labelled, policy, ns, svc) in [
         ("gk", true, "Fail", "gk", "gk-svc"),
         ("up", true, "Fail", "up", "up-svc"),
@@ -845,7 +806,7 @@ async fn status_lists_the_webhooks_that_are_down_and_their_state() {
     );
 
     // The service is back: restoring after the grace; and the same as JSON.
-    set_ready(&bed, "gk", "gk-svc", true);
+    set_ready(&bed.double, "gk", "gk-svc", true);
     let out = status(&[]).await;
     assert!(
         rows(&out)[0].ends_with("endpoints back: restoring after the grace"),

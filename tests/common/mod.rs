@@ -368,6 +368,35 @@ pub async fn metrics_until(
     }
 }
 
+pub const EPS: &str = "endpointslices.discovery.k8s.io";
+
+/// A webhook's Service and its one EndpointSlice (`SVC-abc`, label
+/// `kubernetes.io/service-name`) of one endpoint, ready or not.
+pub fn serve(double: &Double, ns: &str, svc: &str, ready: bool) {
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": svc, "namespace": ns},
+        "spec": {"ports": [{"port": 443, "targetPort": 8443}]},
+    });
+    double.create("services", ns, service).expect("service");
+    let slice = json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("{svc}-abc"), "namespace": ns,
+                     "labels": {"kubernetes.io/service-name": svc}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.7"], "conditions": {"ready": ready}}],
+        "ports": [{"port": 8443, "protocol": "TCP"}],
+    });
+    double.create(EPS, ns, slice).expect("slice");
+}
+
+/// Makes the endpoint of `serve`'s slice ready or not.
+pub fn set_ready(double: &Double, ns: &str, svc: &str, ready: bool) {
+    let mut s = double.get(EPS, ns, &format!("{svc}-abc")).expect("slice");
+    s["endpoints"][0]["conditions"]["ready"] = json!(ready);
+    double.update(EPS, ns, s).expect("slice updated");
+}
+
 /// A kube client for the double (what a user's `kubectl create` would be).
 pub fn client(bed: &Bed) -> kube::Client {
     let url: http::Uri = bed.double.url().parse().expect("url");
