@@ -4,8 +4,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use kube::{Client, Resource};
-use serde::de::IgnoredAny;
+use kube::Client;
 use tracing::{Level, debug, info};
 
 use crate::{
@@ -49,7 +48,13 @@ impl Clearer {
     }
 
     /// One attempt at the object as seen, with the decision `decide` made about it.
-    pub async fn attempt(&self, obj: &Held, decision: Decision) -> Result<Done, Failure> {
+    /// `key` is `obj.key()`, which the caller has already written.
+    pub async fn attempt(
+        &self,
+        obj: &Held,
+        key: &str,
+        decision: Decision,
+    ) -> Result<Done, Failure> {
         let (names, patch) = match decision {
             Decision::Clear { names, patch } => (names, patch),
             Decision::Leave(leave) => {
@@ -59,16 +64,16 @@ impl Clearer {
         };
         let kind = &self.target.resource.kind;
         if self.dry_run {
-            info!(kind = %kind, object = %obj.key(), names = %names.join(","), "dry run: would clear");
+            info!(kind = %kind, object = %key, names = %names.join(","), "dry run: would clear");
             return Ok(Done::WouldClear(names));
         }
-        debug!(object = %obj.key(), names = %names.join(","), "patching");
+        debug!(object = %key, names = %names.join(","), "patching");
         match self.send(obj, &patch).await? {
             false => Ok(Done::Gone),
             true => {
                 // Counted before it is said: whoever reads the line finds it in the metrics.
                 self.metrics.cleared(self.mode.as_str(), &self.target.name);
-                info!(kind = %kind, object = %obj.key(), names = %names.join(","), "cleared");
+                info!(kind = %kind, object = %key, names = %names.join(","), "cleared");
                 self.events.send(
                     events::cleared_event(
                         &self.target.resource,
@@ -77,7 +82,7 @@ impl Clearer {
                         &names,
                         &self.node,
                     ),
-                    obj.key(),
+                    key.to_owned(),
                 );
                 Ok(Done::Cleared(names))
             }
@@ -105,9 +110,10 @@ impl Clearer {
     /// Sends a patch: `true` once accepted, `false` if the object is gone (404), or the
     /// failure to retry.
     async fn send(&self, obj: &Held, patch: &Patch) -> Result<bool, Failure> {
+        // The answer (the whole object) is read, never parsed: nothing in it is needed.
         match self
             .client
-            .request::<IgnoredAny>(self.patch_request(obj, patch)?)
+            .request_text(self.patch_request(obj, patch)?)
             .await
         {
             Ok(_) => Ok(true),
@@ -128,11 +134,7 @@ impl Clearer {
     /// whole object) is not parsed, since nothing in it is read.
     fn patch_request(&self, obj: &Held, patch: &Patch) -> Result<http::Request<Vec<u8>>, Failure> {
         let ns = obj.namespace().filter(|_| self.target.namespaced);
-        let url = format!(
-            "{}/{}",
-            Held::url_path(&self.target.resource, ns),
-            obj.name()
-        );
+        let url = Held::url(&self.target.resource, ns, obj.name());
         let body = patch.as_str().as_bytes().to_vec();
         http::Request::patch(url)
             .header(http::header::CONTENT_TYPE, "application/json-patch+json")

@@ -162,7 +162,7 @@ async fn reconcile(obj: &Held, ctx: &Ctx) -> Result<Option<Duration>, Failure> {
             ctx.tracks.retain(|k| keys.contains(k));
         }
     }
-    let done = ctx.clearer.attempt(obj, decision).await?;
+    let done = ctx.clearer.attempt(obj, &key, decision).await?;
     // Whatever became of it (cleared, left, gone), it is no longer tracked.
     if let (Some(pending), Done::Cleared(_)) = (ctx.tracks.done(&key), &done) {
         ctx.clearer

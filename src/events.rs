@@ -3,10 +3,7 @@
 //! controller and instance set as events.k8s.io expects.
 
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::ObjectMeta, jiff::Timestamp};
-use kube::{
-    Api, Client,
-    api::{ApiResource, PostParams},
-};
+use kube::{Client, api::ApiResource};
 use serde::Serialize;
 
 use std::{
@@ -218,19 +215,26 @@ impl Prepared {
             key,
         })
     }
+
+    /// `POST /api/v1/namespaces/NS/events`, as `Api::<Event>::create` sends it (the same
+    /// path, content type and verb for kube's tracing layer), its URL written directly.
+    fn request(&self) -> Result<http::Request<Vec<u8>>, kube::Error> {
+        let mut url = String::with_capacity(32 + self.namespace.len());
+        url.push_str("/api/v1/namespaces/");
+        url.push_str(&self.namespace);
+        url.push_str("/events");
+        http::Request::post(url)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .extension("create")
+            .body(self.body.clone())
+            .map_err(kube::Error::HttpError)
+    }
 }
 
 /// Writes the Event. The caller logs and counts a failure; it never fails a clearing.
 /// The server's copy of the Event in the answer is not decoded: nothing reads it.
 async fn publish(client: &Client, event: &Prepared) -> Result<(), kube::Error> {
-    let mut request = kube::core::Request::new(
-        Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &event.namespace)
-            .resource_url(),
-    )
-    .create(&PostParams::default(), event.body.clone())
-    .map_err(kube::Error::BuildRequest)?;
-    request.extensions_mut().insert("create");
-    client.request_text(request).await.map(|_| ())
+    client.request_text(event.request()?).await.map(|_| ())
 }
 
 /// This node's name: `--node-name`, then `NODE_NAME`, then the hostname (lower-cased,
@@ -409,6 +413,31 @@ mod tests {
     use k8s_openapi::api::core::v1 as core;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::{Value, json};
+
+    #[test]
+    fn the_request_is_what_api_create_sends() {
+        let prepared = Prepared {
+            namespace: "kube-system".into(),
+            body: b"{}".to_vec(),
+            key: "kube-system/p".into(),
+        };
+        let ours = prepared.request().unwrap();
+        let kubes = kube::core::Request::new(<core::Event as kube::Resource>::url_path(
+            &(),
+            Some("kube-system"),
+        ))
+        .create(&kube::api::PostParams::default(), b"{}".to_vec())
+        .unwrap();
+        assert_eq!(ours.method(), kubes.method());
+        assert_eq!(ours.uri().path(), kubes.uri().path());
+        assert_eq!(
+            ours.uri().query().unwrap_or(""),
+            kubes.uri().query().unwrap_or("")
+        );
+        assert_eq!(ours.headers(), kubes.headers());
+        assert_eq!(ours.body(), kubes.body());
+        assert_eq!(ours.extensions().get::<&str>(), Some(&"create"));
+    }
 
     /// What k8s-openapi's `Event` would send with the same fields and times as `ours`.
     fn theirs(

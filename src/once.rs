@@ -276,7 +276,11 @@ async fn clear(
     let mut failures = 0;
     loop {
         let result = match current.take() {
-            Some(obj) => clearer.attempt(&obj, clearer.decide(&obj)).await,
+            Some(obj) => {
+                clearer
+                    .attempt(&obj, &obj.key(), clearer.decide(&obj))
+                    .await
+            }
             None => match api.get_opt(&name).await {
                 Ok(Some(fresh)) => {
                     current = Some(fresh);
