@@ -49,7 +49,7 @@ struct Ctx {
 /// The objects seen pending and not cleared yet, by `namespace/name`: since when (for
 /// the latency metric) and how many attempts failed in a row (for the backoff).
 #[derive(Default)]
-struct Tracks(Mutex<HashMap<String, Track>>);
+struct Tracks(Mutex<HashMap<String, Track, ahash::RandomState>>);
 
 struct Track {
     uid: Option<String>,
@@ -58,7 +58,7 @@ struct Track {
 }
 
 impl Tracks {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Track>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Track, ahash::RandomState>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
