@@ -88,8 +88,10 @@ impl std::fmt::Display for Mode {
     }
 }
 
-/// Escapes a JSON pointer segment (RFC 6901): `~` as `~0`, `/` as `~1`.
-pub fn pointer_segment(s: &str) -> String {
+/// Escapes a JSON pointer segment (RFC 6901): `~` as `~0`, `/` as `~1` (the reference
+/// `push_pointer` is tested against).
+#[cfg(test)]
+fn pointer_segment(s: &str) -> String {
     s.replace('~', "~0").replace('/', "~1")
 }
 
@@ -101,23 +103,57 @@ pub fn guard_uid(obj: &Held, patch: Patch) -> Patch {
 /// Prepends `test` operations on the uid and on the label as seen to a clearing patch
 /// (no label test for an empty `label_key`).
 fn guarded(obj: &Held, label_key: &str, patch: Patch) -> Patch {
-    let mut ops = Vec::with_capacity(2);
-    if let Some(uid) = obj.uid() {
-        ops.push(decision::operation(
-            "test",
-            "/metadata/uid",
-            Some(&decision::json_string(uid)),
-        ));
+    let uid = obj.uid();
+    let label = obj.label(label_key).filter(|_| !label_key.is_empty());
+    if uid.is_none() && label.is_none() {
+        return patch;
     }
-    if let Some(value) = obj.label(label_key).filter(|_| !label_key.is_empty()) {
-        let path = ["/metadata/labels/", &pointer_segment(label_key)].concat();
-        ops.push(decision::operation(
-            "test",
-            &path,
-            Some(&decision::json_string(value)),
-        ));
+    // Written straight into the patch's text: no string per operation, path and value.
+    let mut text = String::with_capacity(patch.as_str().len() + 128 + 2 * label_key.len());
+    text.push('[');
+    if let Some(uid) = uid {
+        push_test(&mut text, |t| t.push_str("\"/metadata/uid\""), uid);
     }
-    patch.after(&ops)
+    if let Some(value) = label {
+        push_test(
+            &mut text,
+            |t| push_pointer(t, "/metadata/labels/", label_key),
+            value,
+        );
+    }
+    // What follows the patch's own `[`.
+    text.push_str(&patch.as_str()[1..]);
+    Patch::from_text(text)
+}
+
+/// Appends `{"op":"test","path":PATH,"value":VALUE},`, the path written by `path` as a
+/// JSON string, `value` escaped as one.
+fn push_test(text: &mut String, path: impl FnOnce(&mut String), value: &str) {
+    text.push_str("{\"op\":\"test\",\"path\":");
+    path(text);
+    text.push_str(",\"value\":");
+    decision::push_json_string(text, value);
+    text.push_str("},");
+}
+
+/// Appends `prefix` and `segment` escaped as a JSON pointer segment (RFC 6901), as one
+/// JSON string: what `json_string(prefix + pointer_segment(segment))` gives.
+fn push_pointer(text: &mut String, prefix: &str, segment: &str) {
+    text.push('"');
+    text.push_str(prefix);
+    for c in segment.chars() {
+        match c {
+            '~' => text.push_str("~0"),
+            '/' => text.push_str("~1"),
+            '"' | '\\' | '\u{0}'..='\u{1f}' => {
+                let mut one = [0u8; 4];
+                let quoted = decision::json_string(c.encode_utf8(&mut one));
+                text.push_str(&quoted[1..quoted.len() - 1]);
+            }
+            c => text.push(c),
+        }
+    }
+    text.push('"');
 }
 
 #[cfg(test)]
@@ -154,6 +190,14 @@ mod tests {
             ])
         );
         assert_eq!(pointer_segment("a~b/c"), "a~0b~1c");
+        for key in ["k8s.opsani.io/initializer", "a~b/c", "q\"b\\s\n\u{1}é", ""] {
+            let mut text = String::new();
+            push_pointer(&mut text, "/metadata/labels/", key);
+            assert_eq!(
+                text,
+                decision::json_string(&["/metadata/labels/", &pointer_segment(key)].concat())
+            );
+        }
     }
 
     #[test]
