@@ -99,6 +99,10 @@ for arch in "${arches[@]}"; do
     fi
     bin_size[$arch]=$(stat -c %s "$bin")
     echo "binary ($arch): ${bin_size[$arch]} bytes"
+    # On CI the build is not needed again and the disk is small: keep one build at a time.
+    if [[ -n ${CI:-} ]]; then
+        rm -rf "${CARGO_TARGET_DIR:-target}/${rust_target[$arch]}"
+    fi
 done
 
 # The final stage, with each `COPY --from=builder SRC DST` made a COPY from this context.
