@@ -18,6 +18,27 @@ fn main() {
         .map(|c| c.chars().take(SHORT).collect::<String>())
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=METAINIT_GIT_COMMIT={commit}");
+    hot_text();
+}
+
+/// The binary's code that runs, start-up first, placed together at the start of its text
+/// by a linker script (written by scripts/hot-text.py; BENCHMARKS.md § Code layout): the
+/// kernel maps code in blocks of 64 KiB or more around each page that runs, so code that
+/// runs scattered among code that does not made most of the text resident.
+/// `METAINIT_HOT_TEXT=0` links without it, to measure what it gives.
+fn hot_text() {
+    println!("cargo:rerun-if-env-changed=METAINIT_HOT_TEXT");
+    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux")
+        || std::env::var("METAINIT_HOT_TEXT").as_deref() == Ok("0")
+    {
+        return;
+    }
+    let Ok(dir) = std::env::var("CARGO_MANIFEST_DIR") else {
+        return;
+    };
+    let script = Path::new(&dir).join("link").join("hot-text.ld");
+    println!("cargo:rerun-if-changed={}", script.display());
+    println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", script.display());
 }
 
 /// The checkout's commit; also tells cargo to run this again when HEAD moves.

@@ -41,7 +41,7 @@ die() {
     exit 1
 }
 
-for tool in cargo cargo-zigbuild buildah file ldd python3 timeout qemu-aarch64-static kubectl openssl; do
+for tool in cargo cargo-zigbuild buildah file ldd readelf python3 timeout qemu-aarch64-static kubectl openssl; do
     command -v "$tool" >/dev/null || die "$tool not found (see .ci/run for the packages)"
 done
 python3 -c 'import ziglang' 2>/dev/null || die "zig not found (pip install ziglang)"
@@ -92,6 +92,9 @@ for arch in "${arches[@]}"; do
     [[ $kind == *"static-pie linked"* || $kind == *"statically linked"* ]] \
         || die "$bin is not statically linked"
     [[ $kind == *"${file_arch[$arch]}"* ]] || die "$bin is not an ${file_arch[$arch]} binary"
+    # build.rs links with link/hot-text.ld: the code that runs, together at the start.
+    [[ $(readelf -SW "$bin") == *" .text.hot "* ]] \
+        || die "$bin has no .text.hot section: link/hot-text.ld was not applied (build.rs)"
     if [[ $arch == amd64 ]]; then
         libs=$(ldd "$bin" 2>&1 || true)
         echo "ldd: $libs"

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Rewrites link/hot-text.ld, the linker script that puts the code metainit runs at the
+# start of its text (BENCHMARKS.md § Code layout), from this tree:
+#   bash scripts/hot-text.sh
+# It builds the glibc release binary (the one the benchmark measures) and the static musl
+# one (the one the image ships) with their symbols, runs each under callgrind from exec to
+# idle against the API server double, then through the benchmark's burst and memory
+# scenarios, and gives the runs to scripts/hot-text.py. Run it again, and commit the
+# script it writes, when the benchmark's idle peak RSS grows after a change.
+# Needs: valgrind, nm, and what scripts/build-static.sh needs (cargo-zigbuild, ziglang).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+die() {
+    echo "hot-text: $*" >&2
+    exit 1
+}
+for tool in valgrind nm cargo-zigbuild python3; do
+    command -v "$tool" >/dev/null || die "$tool not found"
+done
+
+work=$(mktemp -d)
+double_pid=
+cleanup() {
+    [[ -z $double_pid ]] || kill "$double_pid" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Symbols kept; a target directory of its own, so the usual builds are not redone.
+export CARGO_PROFILE_RELEASE_STRIP=false
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/hot-text
+echo "--- building the glibc and the static musl release binaries, with symbols"
+cargo build --quiet --release -p metainit
+cp "$CARGO_TARGET_DIR/release/metainit" "$work/glibc"
+bash scripts/build-static.sh amd64 "$work/musl" >/dev/null 2>&1 \
+    || die "scripts/build-static.sh amd64 failed: run it alone to see why"
+cargo build --quiet -p kube-double
+
+echo "--- start-up to idle, under callgrind"
+kc=$work/double.kubeconfig
+"$CARGO_TARGET_DIR/debug/kube-double" --generation modern --listen 127.0.0.1:0 \
+    --kubeconfig-out "$kc" >"$work/double.log" 2>&1 &
+double_pid=$!
+for _ in $(seq 1 100); do
+    [[ -s $kc ]] && break
+    sleep 0.1
+done
+[[ -s $kc ]] || die "the double did not start: $(cat "$work/double.log")"
+for build in glibc musl; do
+    valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/$build.idle" \
+        "$work/$build" --kubeconfig "$kc" --admin-addr 127.0.0.1:0 >"$work/$build.log" 2>&1 &
+    pid=$!
+    # Idle once the first LIST is done and the watch is open (callgrind is slow: 60 s).
+    for _ in $(seq 1 600); do
+        grep -q "listed; watching" "$work/$build.log" && break
+        sleep 0.1
+    done
+    grep -q "listed; watching" "$work/$build.log" \
+        || die "$build: metainit did not reach idle under callgrind: $(tail -5 "$work/$build.log")"
+    kill -TERM "$pid"
+    wait "$pid" || true
+done
+
+echo "--- the benchmark's burst and memory scenarios, under callgrind"
+for build in glibc musl; do
+    mkdir -p "$work/$build.bench"
+    METAINIT_BENCH_BIN=$work/$build METAINIT_BENCH_ONLY=burst,memory METAINIT_BENCH_REPS=1 \
+        METAINIT_BENCH_WRAPPER="valgrind --tool=callgrind --demangle=no --callgrind-out-file=$work/$build.bench/%p.out" \
+        cargo bench --quiet --bench bench >"$work/$build.bench.log" 2>&1 \
+        || die "$build: the benchmark failed: $(tail -5 "$work/$build.bench.log")"
+done
+
+python3 scripts/hot-text.py \
+    "$work/glibc" "$work/glibc.idle" "$work/glibc.bench"/*.out -- \
+    "$work/musl" "$work/musl.idle" "$work/musl.bench"/*.out >"$work/hot-text.ld"
+mv "$work/hot-text.ld" link/hot-text.ld
+echo "link/hot-text.ld rewritten: rebuild, then run the benchmark's memory scenario"
