@@ -629,7 +629,7 @@ impl RunArgs {
         self.rules.check()?;
         if let Some(flag) = self.gate_flag() {
             if self.common.mode == ModeArg::Initializers {
-                return Err(gates_only(flag, "--mode initializers"));
+                return Err(gates_only(flag, "--mode initializers means initializers"));
             }
             gates_need_pods(&resources)?;
             if self.once {
@@ -647,7 +647,9 @@ impl RunArgs {
         }
         if self.webhooks {
             if self.common.mode == ModeArg::Initializers {
-                return Err(webhooks_too_old("--mode initializers"));
+                return Err(webhooks_too_old(
+                    "--mode initializers means a 1.7 to 1.13 server",
+                ));
             }
             if self.once && self.webhook_grace.is_some() {
                 return Err(Error::Config(
@@ -691,18 +693,19 @@ impl RunArgs {
     }
 }
 
-/// `--webhooks` against a server (or a `--mode`) older than 1.21.
+/// `--webhooks` against a server (or a `--mode`) older than 1.21; `why` says which.
 pub fn webhooks_too_old(why: &str) -> Error {
     Error::Config(format!(
         "--webhooks needs Kubernetes 1.21 or later (EndpointSlices in discovery.k8s.io/v1, and the \
-         kubernetes.io/metadata.name label on every namespace), but {why} means a 1.7 to 1.13 server: drop --webhooks"
+         kubernetes.io/metadata.name label on every namespace), but {why}: drop --webhooks"
     ))
 }
 
-/// The error for a gates-only flag on a server (or a `--mode`) without scheduling gates.
+/// The error for a gates-only flag on a server (or a `--mode`) without scheduling gates;
+/// `why` says which.
 pub fn gates_only(flag: &str, why: &str) -> Error {
     Error::Config(format!(
-        "{flag} works on scheduling gates (Kubernetes 1.26 and later), but {why} means initializers: \
+        "{flag} works on scheduling gates (Kubernetes 1.26 and later), but {why}: \
          drop {flag}, or run against a server with scheduling gates (--mode scheduling-gates)"
     ))
 }

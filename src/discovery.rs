@@ -189,15 +189,23 @@ pub fn mode_for_version(
     mode_of(major, minor)
 }
 
+/// Whether `--webhooks` works with Kubernetes `major.minor`: from 1.21, every namespace
+/// carries `kubernetes.io/metadata.name` and EndpointSlices are `discovery.k8s.io/v1`.
+pub fn has_webhook_support(major: u32, minor: u32) -> bool {
+    (major, minor) >= (1, 21)
+}
+
 /// The mode to run in: the one the server's version implies, or the one asked for.
 /// A forced mode is for servers whose version string cannot be read; one that the
-/// server's version cannot have is refused, never a false all-clear.
+/// server's version cannot have is refused, never a false all-clear. `None` only with
+/// `webhooks`, on a 1.21 to 1.25 server: nothing to clear there, the webhooks to watch.
 pub async fn choose_mode(
     client: &Client,
     url: &str,
     asked: ModeArg,
     deadline: Option<Duration>,
-) -> Result<Mode> {
+    webhooks: bool,
+) -> Result<Option<Mode>> {
     let info = with_retries("GET /version", url, deadline, || client.apiserver_version()).await;
     let forced = match asked {
         ModeArg::Auto => None,
@@ -206,27 +214,41 @@ pub async fn choose_mode(
     };
     let Some(forced) = forced else {
         let info = info?;
-        return mode_for_version(&info.major, &info.minor, &info.git_version).map_err(|m| {
-            Error::Server(format!(
-                "the API server at {url} is {}: {m}",
-                info.git_version
-            ))
-        });
+        let version = parse_version(&info.major, &info.minor, &info.git_version);
+        if webhooks && let Some((major, minor)) = version {
+            if !has_webhook_support(major, minor) {
+                return Err(crate::cli::webhooks_too_old(&format!(
+                    "the API server at {url} is {}",
+                    info.git_version
+                )));
+            }
+            if mode_of(major, minor).is_err() {
+                return Ok(None);
+            }
+        }
+        return mode_for_version(&info.major, &info.minor, &info.git_version)
+            .map(Some)
+            .map_err(|m| {
+                Error::Server(format!(
+                    "the API server at {url} is {}: {m}",
+                    info.git_version
+                ))
+            });
     };
     let info = match info {
         Ok(info) => info,
         Err(e @ (Error::Unreachable(_) | Error::Config(_))) => return Err(e),
         Err(e) => {
             warn!(%url, error = %crate::logging::message(&e), mode = %forced, "cannot read the server's version; using the --mode asked for");
-            return Ok(forced);
+            return Ok(Some(forced));
         }
     };
     let Some((major, minor)) = parse_version(&info.major, &info.minor, &info.git_version) else {
         warn!(%url, version = %info.git_version, mode = %forced, "cannot read the server's version; using the --mode asked for");
-        return Ok(forced);
+        return Ok(Some(forced));
     };
     match mode_of(major, minor) {
-        Ok(m) if m == forced => Ok(forced),
+        Ok(m) if m == forced => Ok(Some(forced)),
         _ => {
             let why = match forced {
                 Mode::Initializers => "has no initializers (they exist in 1.7 to 1.13)",

@@ -40,32 +40,30 @@ pub async fn connect(
     })
 }
 
-/// Chooses the mode and finds every resource: one `Clearer` each.
+/// Chooses the mode and finds every resource: one `Clearer` each. No mode and no
+/// clearer on a 1.21 to 1.25 server with `--webhooks`: only the webhooks to watch there.
 pub async fn clearers(
     args: &RunArgs,
     conn: &Connection,
     metrics: &Arc<Metrics>,
     deadline: Option<Duration>,
-) -> Result<(Mode, Vec<Clearer>, Arc<events::Sink>)> {
+) -> Result<(Option<Mode>, Vec<Clearer>, Arc<events::Sink>)> {
     let label_key = args.label_key()?;
     let resources = args.resources()?;
     let (client, url) = (&conn.client, conn.url.as_str());
-    let mode = discovery::choose_mode(client, url, args.common.mode, deadline).await?;
-    conn.legacy.set(mode == Mode::Initializers);
+    let mode =
+        discovery::choose_mode(client, url, args.common.mode, deadline, args.webhooks).await?;
+    conn.legacy.set(mode == Some(Mode::Initializers));
     if let Some(flag) = args.gate_flag()
-        && mode == Mode::Initializers
+        && mode != Some(Mode::SchedulingGates)
     {
-        return Err(crate::cli::gates_only(
-            flag,
-            "the server's version (--mode auto)",
-        ));
+        let why = match mode {
+            Some(_) => "the server's version (--mode auto) means initializers",
+            None => "the server's version (--mode auto) means neither (Kubernetes 1.14 to 1.25)",
+        };
+        return Err(crate::cli::gates_only(flag, why));
     }
-    if args.webhooks && mode == Mode::Initializers {
-        return Err(crate::cli::webhooks_too_old(
-            "the server's version (--mode auto)",
-        ));
-    }
-    if mode == Mode::SchedulingGates {
+    if mode == Some(Mode::SchedulingGates) {
         crate::cli::gates_need_pods(&resources)?;
     }
     let node = events::node_name(args.node_name.as_deref())?;
@@ -75,6 +73,15 @@ pub async fn clearers(
         metrics.clone(),
         usize::from(args.concurrency) / 4,
     );
+    let Some(mode) = mode else {
+        if !args.resources.is_empty() {
+            warn!(resources = %resources.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+                  "--resource has no effect: this server has neither initializers nor scheduling gates");
+        }
+        info!(mode = "webhooks only", dry_run = args.dry_run, %node,
+              "running: Kubernetes 1.21 to 1.25 has neither initializers nor scheduling gates to clear; watching the labelled webhooks only");
+        return Ok((None, Vec::new(), events));
+    };
     let mut clearers = Vec::new();
     for spec in &resources {
         let target = discovery::resolve(client, url, spec, deadline).await?;
@@ -93,7 +100,7 @@ pub async fn clearers(
     }
     info!(%mode, resources = %resources.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
           namespace = args.common.namespace.as_deref().unwrap_or("(all)"), dry_run = args.dry_run, %node, "running");
-    Ok((mode, clearers, events))
+    Ok((Some(mode), clearers, events))
 }
 
 /// For `--once` and `status`: the first SIGTERM or SIGINT logs `what` and flips the

@@ -128,6 +128,9 @@ pub fn over_age(rows: &[&Row], max: Duration) -> String {
     )
 }
 
+/// The report's mode on a 1.21 to 1.25 server, which has only webhooks to look at.
+const WEBHOOKS_ONLY: &str = "webhooks only";
+
 async fn report(args: &StatusArgs) -> Result<Report> {
     let common = &args.common;
     let label_key = args.label_key()?;
@@ -135,11 +138,13 @@ async fn report(args: &StatusArgs) -> Result<Report> {
     if !args.rules.release_gate.is_empty() && common.mode == crate::cli::ModeArg::Initializers {
         return Err(crate::cli::gates_only(
             "--release-gate",
-            "--mode initializers",
+            "--mode initializers means initializers",
         ));
     }
     if args.webhooks && common.mode == crate::cli::ModeArg::Initializers {
-        return Err(crate::cli::webhooks_too_old("--mode initializers"));
+        return Err(crate::cli::webhooks_too_old(
+            "--mode initializers means a 1.7 to 1.13 server",
+        ));
     }
     let rules = Rules {
         rules: args.rules.release_gate.clone(),
@@ -148,17 +153,12 @@ async fn report(args: &StatusArgs) -> Result<Report> {
     let conn = crate::setup::connect(common, None).await?;
     let (client, url) = (conn.client, conn.url);
     let deadline = Some(common.timeout);
-    let mode = discovery::choose_mode(&client, &url, common.mode, deadline).await?;
-    conn.legacy.set(mode == Mode::Initializers);
-    if !rules.is_empty() && mode == Mode::Initializers {
+    let mode = discovery::choose_mode(&client, &url, common.mode, deadline, args.webhooks).await?;
+    conn.legacy.set(mode == Some(Mode::Initializers));
+    if !rules.is_empty() && mode != Some(Mode::SchedulingGates) {
         return Err(crate::cli::gates_only(
             "--release-gate",
-            "the server's version (--mode auto)",
-        ));
-    }
-    if args.webhooks && mode == Mode::Initializers {
-        return Err(crate::cli::webhooks_too_old(
-            "the server's version (--mode auto)",
+            "the server's version (--mode auto) means initializers",
         ));
     }
     let webhooks = match args.webhooks {
@@ -173,17 +173,20 @@ async fn report(args: &StatusArgs) -> Result<Report> {
         }
         false => None,
     };
+    // A 1.21 to 1.25 server (only with --webhooks): nothing can be held back.
     let targets = match mode {
-        Mode::SchedulingGates => vec![
+        Some(Mode::SchedulingGates) => vec![
             discovery::resolve(&client, &url, &crate::cli::ResourceSpec::pods(), deadline).await?,
         ],
-        Mode::Initializers => every_listable_resource(&client, &url, deadline).await?,
+        Some(Mode::Initializers) => every_listable_resource(&client, &url, deadline).await?,
+        None => Vec::new(),
     };
     let now = Timestamp::now();
     let mut items = Vec::new();
     let mut seen = HashSet::new();
     for target in &targets {
         for obj in list_all(&client, target, common.namespace.as_deref(), &url, deadline).await? {
+            let Some(mode) = mode else { continue };
             let blocked_by = mode.blocking_names(&obj);
             if blocked_by.is_empty() || (mode == Mode::Initializers && init_failed(&obj)) {
                 continue;
@@ -213,7 +216,7 @@ async fn report(args: &StatusArgs) -> Result<Report> {
         }
     }
     Ok(Report {
-        mode: mode.to_string(),
+        mode: mode.map_or_else(|| WEBHOOKS_ONLY.to_string(), |m| m.to_string()),
         label_key,
         items,
         by_name,

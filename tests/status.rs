@@ -646,7 +646,7 @@ async fn webhooks_with_initializers_exits_2() {
     let (code, out, err) = status(&legacy, &["--webhooks"]).await;
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(
-        err.contains(msg::WEBHOOKS_TOO_OLD) && err.contains("the server's version (--mode auto)"),
+        err.contains(msg::WEBHOOKS_TOO_OLD) && err.contains("is v1.13.12: drop --webhooks"),
         "{err}"
     );
     assert!(out.is_empty(), "{out}");

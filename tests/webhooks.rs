@@ -122,6 +122,31 @@ fn metric(text: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The duration an Event's message gives between `before` and `after` (`2.013s`, `850ms`,
+/// `1m`), in seconds.
+fn seconds_between(event: &Value, before: &str, after: &str) -> f64 {
+    let message = event["message"].as_str().unwrap_or_default();
+    let text = message
+        .split_once(before)
+        .and_then(|(_, rest)| rest.split_once(after))
+        .map(|(d, _)| d)
+        .unwrap_or_else(|| panic!("no {before:?}…{after:?} in {message:?}"));
+    let (number, unit) = text.split_at(
+        text.find(|c: char| c.is_ascii_alphabetic())
+            .unwrap_or(text.len()),
+    );
+    let n: f64 = number
+        .parse()
+        .unwrap_or_else(|_| panic!("{text:?} in {message:?}"));
+    n * match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => panic!("{text:?} in {message:?}"),
+    }
+}
+
 fn entry(bed: &Bed, name: &str) -> Value {
     bed.double.get(VWC, "", name).expect("configuration")["webhooks"][0].clone()
 }
@@ -225,6 +250,30 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
     assert_eq!(
         events[0]["involvedObject"]["kind"],
         "ValidatingWebhookConfiguration"
+    );
+    // How long the endpoints were gone, as the Events say: at least the grace before the
+    // exemption, and no longer than metainit has been running.
+    let ran = started.elapsed().unwrap().as_secs_f64();
+    let down = seconds_between(
+        &events[0],
+        "has had no ready endpoint for ",
+        " (--webhook-grace 2s)",
+    );
+    assert!((2.0..=ran).contains(&down), "down for {down}s, ran {ran}s");
+    let up = seconds_between(&events[1], "has had ready endpoints for ", " after ");
+    let gone = seconds_between(&events[1], " after ", " without");
+    assert!(up >= 2.0, "restored after {up}s up, before --webhook-grace");
+    assert!(
+        gone >= down && gone + up <= ran,
+        "gone {gone}s, down at the exemption {down}s, up {up}s, ran {ran}s"
+    );
+    assert!(
+        events[1]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("metainit restored webhook validate.gk.example.com for namespace gk: "),
+        "{:?}",
+        events[1]["message"]
     );
     let text = metrics_until(&addr, "no webhook exempted", WAIT, |t| {
         metric(t, "metainit_webhooks_exempted") == Some(0.0)
@@ -409,6 +458,61 @@ async fn a_rewrite_while_exempted_is_re_evaluated_and_not_fought_more_than_once_
         .await;
 }
 
+/// A Helm upgrade moves the webhook's service to another namespace while metainit has the
+/// old one exempted, and keeps the configuration's annotations: the old namespace is
+/// intercepted again at once (its exemption no longer breaks this webhook's deadlock, and
+/// an unrecorded expression would stay for ever), the new one is exempted after the grace,
+/// and once the new service is up the entry is exactly the upgraded one.
+#[tokio::test]
+async fn a_service_moved_to_another_namespace_while_exempted_leaves_nothing_behind() {
+    let bed = Bed::modern().await;
+    gatekeeper(&bed, false);
+    serve(&bed.double, "gk2", "gk-svc", false);
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s"]);
+    until_admitted(&bed, "gk", "exempted").await;
+    // The upgrade: the served object as it is (exemption and record kept), the service moved.
+    let mut upgraded = bed.double.get(VWC, "", "gk").unwrap();
+    upgraded["webhooks"][0]["clientConfig"]["service"]["namespace"] = json!("gk2");
+    let mut wanted = upgraded["webhooks"][0].clone();
+    wanted.as_object_mut().unwrap().remove("namespaceSelector");
+    bed.double.update(VWC, "", upgraded).expect("upgrade");
+    eventually("gk2 exempted instead of gk", WAIT, || {
+        let now = bed.double.get(VWC, "", "gk").unwrap();
+        now["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+            == json!([{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gk2"]}])
+            && now["metadata"]["annotations"][ANNOTATION]
+                .as_str()
+                .is_some_and(|a| a.contains("gk2") && !a.contains("[\"gk\"]"))
+    })
+    .await;
+    until_admitted(&bed, "gk2", "the new namespace exempted").await;
+    assert!(
+        refused(&bed, "gk", "old-namespace")
+            .await
+            .contains("no endpoints available for service"),
+        "the old namespace is intercepted again"
+    );
+    metainit
+        .logged("the reason", |l| {
+            l.contains(msg::RESTORED) && l.contains("now calls gk2/gk-svc")
+        })
+        .await;
+    set_ready(&bed.double, "gk2", "gk-svc", true);
+    eventually("restored to the upgraded entry", WAIT, || {
+        let now = bed.double.get(VWC, "", "gk").unwrap();
+        let selector_gone = now["webhooks"][0]
+            .get("namespaceSelector")
+            .is_none_or(|s| s.get("matchExpressions").is_none());
+        let mut entry = now["webhooks"][0].clone();
+        entry.as_object_mut().unwrap().remove("namespaceSelector");
+        selector_gone && entry == wanted && now["metadata"].get("annotations").is_none()
+    })
+    .await;
+    let problems = metainit.problems();
+    assert!(problems.is_empty(), "{problems:#?}");
+    metainit.stop().await;
+}
+
 #[tokio::test]
 async fn three_replicas_exempt_once_and_restore_once() {
     let bed = Bed::modern().await;
@@ -474,10 +578,8 @@ async fn bad_webhook_flags_exit_2_saying_what_to_fix() {
             msg::WEBHOOKS_TOO_OLD,
         ),
         // Against a 1.13 server, `auto` finds initializers.
-        (
-            vec!["--webhooks"],
-            "the server's version (--mode auto) means a 1.7 to 1.13 server",
-        ),
+        (vec!["--webhooks"], "is v1.13.12: drop --webhooks"),
+        (vec!["--webhooks", "--once"], "is v1.13.12: drop --webhooks"),
     ];
     for (args, want) in cases {
         let mut all = vec![
@@ -491,6 +593,110 @@ async fn bad_webhook_flags_exit_2_saying_what_to_fix() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: want {want:?} in {err}");
     }
+}
+
+/// A server reporting `version`, with the modern generation's APIs (admission webhooks,
+/// EndpointSlice v1), as a 1.14 to 1.25 cluster is to metainit.
+async fn bed_reporting(version: (u32, u32)) -> Bed {
+    let mut config = kube_double::Config::modern();
+    config.report_version = Some(version);
+    Bed::start(config).await
+}
+
+/// 1.21 to 1.25: webhooks and EndpointSlice v1, but neither initializers nor gates. The
+/// webhook deadlock is there all the same: `--webhooks` runs with nothing else to do, as
+/// a daemon, `--once` and `status`; without `--webhooks` there is nothing to run for.
+#[tokio::test]
+async fn kubernetes_1_21_to_1_25_runs_the_webhooks_only() {
+    let bed = bed_reporting((1, 23)).await;
+    gatekeeper(&bed, false);
+    let kubeconfig = bed.kubeconfig.display().to_string();
+    let kc = kubeconfig.as_str();
+
+    let (code, _, err) = run_to_end(&["--kubeconfig", kc, "--once"], WAIT).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("Kubernetes 1.23 has neither initializers"),
+        "{err}"
+    );
+    let (code, _, err) = run_to_end(
+        &["--kubeconfig", kc, "--webhooks", "--release-gate", "g=1h"],
+        WAIT,
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("means neither (Kubernetes 1.14 to 1.25)"),
+        "{err}"
+    );
+
+    let (code, out, err) = run_to_end(
+        &["status", "--kubeconfig", kc, "--webhooks", "-o", "json"],
+        WAIT,
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(report["mode"], "webhooks only", "{report}");
+    assert_eq!(
+        report["webhooks"][0]["webhook"], "validate.gk.example.com",
+        "{report}"
+    );
+
+    // The daemon: exempts after the grace, restores when the service is back.
+    let original = entry(&bed, "gk");
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s"]);
+    metainit
+        .logged("webhooks only", |l| {
+            l.contains("watching the labelled webhooks only")
+        })
+        .await;
+    until_admitted(&bed, "gk", "exempted on 1.23").await;
+    refused(&bed, "team-a", "web").await;
+    set_ready(&bed.double, "gk", "gk-svc", true);
+    eventually("restored", WAIT, || entry(&bed, "gk") == original).await;
+    let problems = metainit.problems();
+    assert!(problems.is_empty(), "{problems:#?}");
+    metainit.stop().await;
+
+    // `--once`: only the webhooks' tallies, no line about objects to clear.
+    set_ready(&bed.double, "gk", "gk-svc", false);
+    let (code, out, err) = run_to_end(&["--kubeconfig", kc, "--once", "--webhooks"], WAIT).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["webhooks: exempted 1, restored 0, would exempt 0, would restore 0, failed 0"],
+        "{out}"
+    );
+}
+
+/// 1.14 to 1.20: no `kubernetes.io/metadata.name` on namespaces (the exemption would
+/// exempt nothing) and no EndpointSlice v1: `--webhooks` exits 2 naming the version.
+#[tokio::test]
+async fn kubernetes_1_20_refuses_webhooks_naming_the_version() {
+    let bed = bed_reporting((1, 20)).await;
+    let kubeconfig = bed.kubeconfig.display().to_string();
+    for extra in [&[][..], &["--once"][..]] {
+        let mut args = vec!["--kubeconfig", kubeconfig.as_str(), "--webhooks"];
+        args.extend_from_slice(extra);
+        let (code, _, err) = run_to_end(&args, WAIT).await;
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains(msg::WEBHOOKS_TOO_OLD) && err.contains("is v1.20.0: drop --webhooks"),
+            "{args:?}: {err}"
+        );
+    }
+    let (code, _, err) = run_to_end(
+        &["status", "--kubeconfig", kubeconfig.as_str(), "--webhooks"],
+        WAIT,
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is v1.20.0: drop --webhooks"), "{err}");
+    assert!(
+        bed.double.requests().iter().all(|r| r.method == "GET"),
+        "nothing written"
+    );
 }
 
 /// `--once --webhooks`: an operator's one-shot repair. It decides on the endpoints as

@@ -194,10 +194,21 @@ pub fn decide(
             None => Step::Nothing,
         };
     };
+    let wanted = expression(&service.namespace);
+    if let Some(r) = record
+        && r.expression != wanted
+    {
+        // The webhook now calls a service in another namespace (a Helm upgrade moved it):
+        // the old namespace's exemption is no longer about this webhook's deadlock. Undo
+        // it at once; the new namespace is judged on its own endpoints afterwards.
+        return Step::Restore {
+            record: r.clone(),
+            up_for: None,
+        };
+    }
     match endpoints {
         Endpoints::Unknown => Step::Nothing,
         Endpoints::Down { since } => {
-            let wanted = expression(&service.namespace);
             if hook.has(&wanted) {
                 return Step::Nothing;
             }
@@ -470,6 +481,116 @@ mod tests {
             Step::Restore {
                 record: rec,
                 up_for: None
+            }
+        );
+    }
+
+    #[test]
+    fn a_service_moved_to_another_namespace_undoes_the_old_exemption_first() {
+        let grace = 30 * S;
+        let old = Record {
+            expression: expression("gk"),
+            since: "t".into(),
+        };
+        let mut moved = entry(
+            "w.example.com",
+            None,
+            json!({"matchExpressions": [expression("gk")]}),
+        );
+        moved["clientConfig"]["service"]["namespace"] = json!("gk2");
+        let hooks = super::hooks(&config(json!([moved])));
+        let restore = Step::Restore {
+            record: old.clone(),
+            up_for: None,
+        };
+        // Whatever the new service's endpoints say, and at once (no grace).
+        for endpoints in [
+            Endpoints::Unknown,
+            Endpoints::Down {
+                since: Duration::ZERO,
+            },
+            Endpoints::Ready { since: 99 * S },
+        ] {
+            assert_eq!(
+                decide(&hooks[0], Some(&old), endpoints, grace, 100 * S, None),
+                restore,
+                "{endpoints:?}"
+            );
+        }
+        // The patch removes the old expression and the record: nothing is left behind.
+        let text = serde_json::to_string(&BTreeMap::from([("w.example.com", &old)])).unwrap();
+        let doc = json!({
+            "metadata": {"name": "c", "uid": "u1", "resourceVersion": "7", "annotations": {ANNOTATION: &text}},
+            "webhooks": [hooks[0].entry.clone()],
+        });
+        let p = patch(
+            &meta(Some(json!({ ANNOTATION: text }))),
+            &hooks,
+            &[(0, restore)],
+            "",
+        )
+        .unwrap();
+        let after = apply(&doc, &p);
+        assert_eq!(
+            after["webhooks"][0].get("namespaceSelector"),
+            Some(&json!({}))
+        );
+        assert_eq!(after["metadata"]["annotations"], json!({}));
+        // Then the new namespace, once its service has been down for the grace.
+        let hooks = super::hooks(&json!({"webhooks": after["webhooks"]}));
+        assert_eq!(
+            decide(
+                &hooks[0],
+                None,
+                Endpoints::Down { since: 70 * S },
+                grace,
+                100 * S,
+                None
+            ),
+            Step::Exempt {
+                namespace: "gk2".into(),
+                down_for: grace
+            }
+        );
+    }
+
+    #[test]
+    fn a_rewrite_that_drops_the_expression_but_keeps_the_record() {
+        // A Helm upgrade or a GitOps sync rewrote the webhook (the expression is gone) but
+        // not the configuration's annotations: still down, exempted again (not more than
+        // once per grace); up, only the record goes.
+        let grace = 30 * S;
+        let rec = Record {
+            expression: expression("gk"),
+            since: "t".into(),
+        };
+        let hooks = hooks_with(json!({}));
+        let down = Endpoints::Down {
+            since: Duration::ZERO,
+        };
+        assert_eq!(
+            decide(&hooks[0], Some(&rec), down, grace, 100 * S, None),
+            Step::Exempt {
+                namespace: "gk".into(),
+                down_for: 100 * S
+            }
+        );
+        assert_eq!(
+            decide(&hooks[0], Some(&rec), down, grace, 100 * S, Some(95 * S)),
+            Step::Wait(25 * S)
+        );
+        assert_eq!(
+            decide(
+                &hooks[0],
+                Some(&rec),
+                Endpoints::Ready { since: 10 * S },
+                grace,
+                100 * S,
+                None
+            ),
+            Step::Restore {
+                record: rec,
+                up_for: Some(90 * S)
             }
         );
     }

@@ -510,8 +510,12 @@ impl Engine {
         let mut kept = Vec::new();
         let mut contradicted = false;
         for (index, step) in steps {
-            // A restore because the webhook no longer fails closed on a service needs no
-            // endpoints.
+            // A restore because the webhook no longer fails closed on a service, or now
+            // calls one in another namespace (no `up_for`), needs no endpoints.
+            if matches!(step, Step::Restore { up_for: None, .. }) {
+                kept.push((index, step));
+                continue;
+            }
             let Some(service) = hooks
                 .iter()
                 .find(|h| h.index == index)
@@ -658,7 +662,12 @@ impl Engine {
                         "its service {service} has had ready endpoints for {}",
                         human_duration(*up)
                     ),
-                    (None, _) => "the webhook no longer fails closed on a service".to_string(),
+                    (None, _) => match h.guarded_service() {
+                        Some(now) => format!(
+                            "the webhook now calls {now}, in another namespace: that namespace's exemption, if its service is down, is decided on its own"
+                        ),
+                        None => "the webhook no longer fails closed on a service".to_string(),
+                    },
                 };
                 self.metrics.webhook_restorations.inc();
                 info!(config = %key, webhook = %h.name, namespace = %namespace, service = %service,

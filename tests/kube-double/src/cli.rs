@@ -54,6 +54,10 @@ pub struct Cli {
     /// pods stay Pending and unbound).
     #[arg(long, value_name = "NODE")]
     pub scheduler: Option<String>,
+    /// Report this Kubernetes version (`1.23`) at /version instead of the generation's;
+    /// the APIs stay the generation's (modern: a 1.21 to 1.25 server for `--webhooks`).
+    #[arg(long, value_name = "MAJOR.MINOR", value_parser = parse_version)]
+    pub report_version: Option<(u32, u32)>,
     /// Refuse connections for this long after start.
     #[arg(long, value_parser = parse_duration)]
     pub down_at_start: Option<Duration>,
@@ -134,6 +138,12 @@ fn parse_method(s: &str) -> Result<String, String> {
     }
 }
 
+fn parse_version(s: &str) -> Result<(u32, u32), String> {
+    s.split_once('.')
+        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+        .ok_or_else(|| format!("{s:?} is not MAJOR.MINOR, e.g. 1.23"))
+}
+
 impl Cli {
     pub fn config(&self) -> Config {
         let tokens = if self.tokens.is_empty() {
@@ -166,6 +176,7 @@ impl Cli {
             seed: self.seed,
             down_at_start: self.down_at_start,
             scheduler: self.scheduler.clone(),
+            report_version: self.report_version,
         }
     }
 }

@@ -286,6 +286,11 @@ pub struct Config {
     /// to this node, as kube-scheduler would; `None` (the default): nothing schedules.
     /// `Double::set_scheduler` changes it at run time.
     pub scheduler: Option<String>,
+    /// `/version` reports this `(major, minor)` instead of the generation's 1.13 or 1.33;
+    /// the APIs served stay the generation's. For the modern generation, a 1.21 to 1.25
+    /// server as clients see it: the admission webhooks and EndpointSlice v1 that those
+    /// versions serve too, and a version that implies neither initializers nor gates.
+    pub report_version: Option<(u32, u32)>,
 }
 
 impl Config {
@@ -303,6 +308,7 @@ impl Config {
             seed: 0,
             down_at_start: None,
             scheduler: None,
+            report_version: None,
         }
     }
 

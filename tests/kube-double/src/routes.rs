@@ -315,7 +315,10 @@ async fn route(
         }
     };
     match segs.as_slice() {
-        ["version"] => get_only(discovery::version(generation)),
+        ["version"] => get_only(discovery::served_version(
+            generation,
+            shared.config.report_version,
+        )),
         ["healthz" | "readyz" | "livez"] => {
             let mut r = Response::new(full("ok"));
             r.headers_mut().insert(
