@@ -955,6 +955,98 @@ async fn forbidden_until_rbac_webhooks_lands_then_exempted() {
 
 /// `metainit status --webhooks`: the webhooks that are down or exempted, and their state;
 /// up ones, `Ignore` ones and unlabelled configurations are not listed.
+/// What a user installs, and nothing more: the rights of manifests/rbac.yaml and
+/// manifests/rbac-webhooks.yaml, read from the files. With them the daemon exempts and
+/// restores, `--once` exempts, `status --webhooks` lists; without the second file the
+/// same daemon is refused (so the first test is not passing on rights it was given
+/// some other way).
+#[tokio::test]
+async fn the_shipped_rbac_files_grant_exactly_enough() {
+    let both = manifest_perms(&["rbac.yaml", "rbac-webhooks.yaml"]);
+    assert!(
+        both.iter()
+            .any(|p| p == "patch validatingwebhookconfigurations.admissionregistration.k8s.io"),
+        "{both:?}"
+    );
+    let perms: Vec<&str> = both.iter().map(String::as_str).collect();
+    let bed = Bed::as_user(kube_double::Config::modern(), &perms).await;
+    gatekeeper(&bed, false);
+    let original = entry(&bed, "gk");
+    let kubeconfig = bed.kubeconfig.display().to_string();
+
+    let (code, out, err) = run_to_end(
+        &[
+            "status",
+            "--kubeconfig",
+            &kubeconfig,
+            "--webhooks",
+            "-o",
+            "json",
+        ],
+        WAIT,
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(report["webhooks"][0]["state"], "failingClosed", "{report}");
+
+    let (code, out, err) =
+        run_to_end(&["--kubeconfig", &kubeconfig, "--once", "--webhooks"], WAIT).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("webhooks: exempted 1,"), "{out}");
+    until_admitted(&bed, "gk", "exempted by --once").await;
+
+    // The daemon restores it when the service is back, and exempts it again when it goes.
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s"]);
+    set_ready(&bed.double, "gk", "gk-svc", true);
+    eventually("restored by the daemon", WAIT, || {
+        entry(&bed, "gk") == original
+    })
+    .await;
+    set_ready(&bed.double, "gk", "gk-svc", false);
+    until_admitted(&bed, "gk", "exempted by the daemon").await;
+    let reasons: Vec<String> = bed
+        .double
+        .events()
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == "gk")
+        .filter_map(|e| e["reason"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "WebhookSelfExempted",
+            "WebhookRestored",
+            "WebhookSelfExempted"
+        ],
+        "the Events are written with these rights too"
+    );
+    let problems = metainit.problems();
+    assert!(problems.is_empty(), "{problems:#?}");
+    metainit.stop().await;
+
+    // rbac.yaml alone: the webhooks' watch is refused, naming the file that is missing.
+    let rbac = manifest_perms(&["rbac.yaml"]);
+    let perms: Vec<&str> = rbac.iter().map(String::as_str).collect();
+    let bed = Bed::as_user(kube_double::Config::modern(), &perms).await;
+    gatekeeper(&bed, false);
+    let (code, _, err) = run_to_end(
+        &[
+            "--kubeconfig",
+            &bed.kubeconfig.display().to_string(),
+            "--once",
+            "--webhooks",
+        ],
+        WAIT,
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("forbidden") && err.contains(msg::WEBHOOKS_RBAC),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn status_lists_the_webhooks_that_are_down_and_their_state() {
     let bed = Bed::modern().await;

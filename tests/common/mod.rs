@@ -61,10 +61,14 @@ impl Bed {
     /// (`"verb resource"` entries, as the double's token table takes them).
     pub async fn as_user(mut config: Config, perms: &[&str]) -> Bed {
         config.tokens = Some(
-            [(
-                "user".to_string(),
-                perms.iter().map(|p| p.to_string()).collect(),
-            )]
+            [
+                (
+                    "user".to_string(),
+                    perms.iter().map(|p| p.to_string()).collect(),
+                ),
+                // What `client` uses: the test's own requests (a controller creating pods).
+                (ADMIN_TOKEN.to_string(), vec!["*".to_string()]),
+            ]
             .into(),
         );
         let bed = Bed::start(config).await;
@@ -368,6 +372,44 @@ pub async fn metrics_until(
     }
 }
 
+/// The rights a shipped manifest grants (`manifests/FILE`), as the double's token table
+/// takes them: `"verb plural[.group]"` for each rule of its ClusterRoles and Roles.
+pub fn manifest_perms(files: &[&str]) -> Vec<String> {
+    let mut perms = Vec::new();
+    for file in files {
+        let path = format!("{}/manifests/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        for doc in docs
+            .iter()
+            .filter(|d| matches!(d["kind"].as_str(), Some("ClusterRole" | "Role")))
+        {
+            let strings = |v: &serde_json::Value| -> Vec<String> {
+                v.as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            };
+            for rule in doc["rules"].as_array().into_iter().flatten() {
+                for group in strings(&rule["apiGroups"]) {
+                    for resource in strings(&rule["resources"]) {
+                        for verb in strings(&rule["verbs"]) {
+                            perms.push(match group.as_str() {
+                                "" => format!("{verb} {resource}"),
+                                g => format!("{verb} {resource}.{g}"),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(!perms.is_empty(), "no rules in {files:?}");
+    perms
+}
+
 pub const EPS: &str = "endpointslices.discovery.k8s.io";
 
 /// A webhook's Service and its one EndpointSlice (`SVC-abc`, label
@@ -398,9 +440,15 @@ pub fn set_ready(double: &Double, ns: &str, svc: &str, ready: bool) {
 }
 
 /// A kube client for the double (what a user's `kubectl create` would be).
+/// The token of the test's own admin user on a double with a token table (`Bed::as_user`).
+pub const ADMIN_TOKEN: &str = "test-admin";
+
+/// A kube client for the double as its admin (a double without a token table takes any).
 pub fn client(bed: &Bed) -> kube::Client {
     let url: http::Uri = bed.double.url().parse().expect("url");
-    kube::Client::try_from(kube::Config::new(url)).expect("client")
+    let mut config = kube::Config::new(url);
+    config.auth_info.token = Some(ADMIN_TOKEN.to_string().into());
+    kube::Client::try_from(config).expect("client")
 }
 
 /// What the operator reads, as the tests assert it: every one of these is in
