@@ -513,6 +513,64 @@ async fn a_service_moved_to_another_namespace_while_exempted_leaves_nothing_behi
     metainit.stop().await;
 }
 
+/// `kubectl apply` or a Helm upgrade puts the webhook back as it is in git but keeps the
+/// annotations it does not manage, metainit's record among them. The record says when the
+/// exemption was added, so a replica that did not add it (here, the one of two that did
+/// not) does not add it back within the grace either.
+#[tokio::test]
+async fn a_revert_that_keeps_the_record_is_not_fought_within_the_grace_by_any_replica() {
+    let bed = Bed::modern().await;
+    gatekeeper(&bed, false);
+    let original = entry(&bed, "gk");
+    let replicas: Vec<Metainit> = ["cp-0", "cp-1"]
+        .iter()
+        .map(|node| bed.metainit(&["--webhooks", "--webhook-grace", "3s", "--node-name", node]))
+        .collect();
+    until_admitted(&bed, "gk", "exempted").await;
+    let mut reverted = bed.double.get(VWC, "", "gk").unwrap();
+    assert!(reverted["metadata"]["annotations"][ANNOTATION].is_string());
+    reverted["webhooks"][0] = original.clone();
+    bed.double.update(VWC, "", reverted).expect("revert");
+    eventually("exempted again", WAIT, || {
+        patches_to(&bed, "validatingwebhookconfigurations", "gk").len() >= 2
+    })
+    .await;
+    let p = patches_to(&bed, "validatingwebhookconfigurations", "gk");
+    // When the first add happened, as its record says (written just before the PATCH).
+    let since = p[0]
+        .1
+        .as_array()
+        .and_then(|ops| {
+            ops.iter().find(|o| {
+                o["path"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("/metadata/annotations"))
+            })
+        })
+        .and_then(|o| {
+            let text = o["value"]
+                .as_str()
+                .map(str::to_string)
+                .or_else(|| o["value"][ANNOTATION].as_str().map(str::to_string))?;
+            let recs: Value = serde_json::from_str(&text).ok()?;
+            recs["validate.gk.example.com"]["since"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .expect("the first PATCH writes the record");
+    let since: k8s_openapi::jiff::Timestamp = since.parse().unwrap();
+    let since = SystemTime::from(since);
+    let apart = p[1].0.duration_since(since).unwrap();
+    assert!(
+        apart >= Duration::from_secs(3),
+        "added again {apart:?} after the first add, within --webhook-grace 3s"
+    );
+    until_admitted(&bed, "gk", "exempted again").await;
+    for r in replicas {
+        r.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn three_replicas_exempt_once_and_restore_once() {
     let bed = Bed::modern().await;

@@ -173,16 +173,33 @@ pub enum Step {
     },
 }
 
+/// How long ago the exemption was last added: the more recent of what this process
+/// remembers and the record's `since`, which any replica and any restart reads (a record
+/// dated in the future, another node's clock ahead, counts as just now).
+pub fn added_ago(
+    record: Option<&Record>,
+    wall_now: k8s_openapi::jiff::Timestamp,
+    remembered: Option<Duration>,
+) -> Option<Duration> {
+    let recorded = record
+        .and_then(|r| r.since.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .map(|since| Duration::try_from(wall_now.duration_since(since)).unwrap_or_default());
+    match (remembered, recorded) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Decides for one webhook. `record`: what the annotation says metainit added to it;
-/// `last_added`: when this process last added it (a re-add within `grace` waits: a
-/// GitOps tool reverting the configuration is not fought more than once per grace).
+/// `added_ago`: how long ago it was last added ([`added_ago`]; a re-add within `grace`
+/// waits: a GitOps tool reverting the configuration is not fought more than once per grace).
 pub fn decide(
     hook: &Hook,
     record: Option<&Record>,
     endpoints: Endpoints,
     grace: Duration,
     now: Duration,
-    last_added: Option<Duration>,
+    added_ago: Option<Duration>,
 ) -> Step {
     let Some(service) = hook.guarded_service() else {
         // No longer a webhook that can deadlock (now `Ignore`, or a url): undo at once.
@@ -216,10 +233,10 @@ pub fn decide(
             if down_for < grace {
                 return Step::Wait(grace - down_for);
             }
-            if let Some(at) = last_added
-                && now.saturating_sub(at) < grace
+            if let Some(ago) = added_ago
+                && ago < grace
             {
-                return Step::Wait(grace - now.saturating_sub(at));
+                return Step::Wait(grace - ago);
             }
             Step::Exempt {
                 namespace: service.namespace.clone(),
@@ -414,7 +431,7 @@ mod tests {
                 down(Duration::ZERO),
                 grace,
                 130 * S,
-                Some(120 * S)
+                Some(10 * S)
             ),
             Step::Wait(20 * S)
         );
@@ -425,7 +442,7 @@ mod tests {
                 down(Duration::ZERO),
                 grace,
                 130 * S,
-                Some(90 * S)
+                Some(40 * S)
             ),
             Step::Exempt { .. }
         ));
@@ -576,7 +593,7 @@ mod tests {
             }
         );
         assert_eq!(
-            decide(&hooks[0], Some(&rec), down, grace, 100 * S, Some(95 * S)),
+            decide(&hooks[0], Some(&rec), down, grace, 100 * S, Some(5 * S)),
             Step::Wait(25 * S)
         );
         assert_eq!(
@@ -593,6 +610,27 @@ mod tests {
                 up_for: Some(90 * S)
             }
         );
+    }
+
+    #[test]
+    fn the_last_add_is_the_later_of_memory_and_record() {
+        let now: k8s_openapi::jiff::Timestamp = "2026-11-25T12:00:30Z".parse().unwrap();
+        let rec = |since: &str| Record {
+            expression: expression("gk"),
+            since: since.into(),
+        };
+        // Another replica (or this one before a restart) added it 10 s ago.
+        let r = rec("2026-11-25T12:00:20Z");
+        assert_eq!(added_ago(Some(&r), now, None), Some(10 * S));
+        assert_eq!(added_ago(Some(&r), now, Some(3 * S)), Some(3 * S));
+        assert_eq!(added_ago(Some(&r), now, Some(60 * S)), Some(10 * S));
+        // Dated ahead of this node's clock: just now. Unreadable: only the memory.
+        assert_eq!(
+            added_ago(Some(&rec("2026-11-25T12:01:00Z")), now, None),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(added_ago(Some(&rec("t")), now, Some(S)), Some(S));
+        assert_eq!(added_ago(None, now, None), None);
     }
 
     fn hooks_with(selector: Value) -> Vec<Hook> {

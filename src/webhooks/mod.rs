@@ -421,22 +421,29 @@ impl Engine {
             }
         }
         let now = self.origin.elapsed();
+        let wall_now = Timestamp::now();
         let uid = obj.uid().unwrap_or_default();
         let mut steps = Vec::new();
         for h in &hooks {
             let endpoints = h
                 .guarded_service()
                 .map_or(Endpoints::Unknown, |s| self.services.endpoints(s));
-            let last = lock(&self.added)
+            let remembered = lock(&self.added)
                 .get(&(uid.clone(), h.name.clone()))
-                .map(|a| a.at);
+                .map(|a| now.saturating_sub(a.at));
+            let record = records.get(&h.name);
             let step = decide::decide(
                 h,
-                records.get(&h.name),
+                record,
                 endpoints,
                 self.settings.grace,
                 now,
-                last,
+                // `--once` is asked for now, by hand: no grace (it refuses --webhook-grace).
+                if self.services.once() {
+                    None
+                } else {
+                    decide::added_ago(record, wall_now, remembered)
+                },
             );
             match step {
                 Step::Wait(w) => look.wait = Some(look.wait.map_or(w, |o: Duration| o.min(w))),
