@@ -214,6 +214,7 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
     );
 
     // The service comes back: after the grace, exactly the original entry again.
+    let back = SystemTime::now();
     set_ready(&bed.double, "gk", "gk-svc", true);
     eventually("restored", WAIT, || {
         let now = bed.double.get(VWC, "", "gk").unwrap();
@@ -283,10 +284,11 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
         metric(&text, "metainit_webhook_restorations_total"),
         Some(1.0)
     );
-    assert_eq!(
-        patches_to(&bed, "validatingwebhookconfigurations", "gk").len(),
-        2,
-        "one PATCH to exempt, one to restore"
+    let patches = patches_to(&bed, "validatingwebhookconfigurations", "gk");
+    assert_eq!(patches.len(), 2, "one PATCH to exempt, one to restore");
+    assert!(
+        patches[1].0.duration_since(back).unwrap() >= Duration::from_secs(2),
+        "restored before the endpoints had been ready for --webhook-grace"
     );
     // Both namespaces are intercepted again: with metainit gone and the service down,
     // both fail closed.
@@ -571,6 +573,31 @@ async fn a_revert_that_keeps_the_record_is_not_fought_within_the_grace_by_any_re
     }
 }
 
+/// The daemon with `--dry-run`: says once what it would do when the grace has passed, and
+/// writes nothing, neither the configuration nor an Event.
+#[tokio::test]
+async fn the_daemon_with_dry_run_says_and_writes_nothing() {
+    let bed = Bed::modern().await;
+    gatekeeper(&bed, false);
+    let original = bed.double.get(VWC, "", "gk").unwrap();
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s", "--dry-run"]);
+    metainit
+        .logged("the dry-run line", |l| {
+            l.contains(msg::WOULD_EXEMPT) && l.contains("webhook=validate.gk.example.com")
+        })
+        .await;
+    refused(&bed, "gk", "still-deadlocked").await;
+    assert_eq!(bed.double.get(VWC, "", "gk").unwrap(), original);
+    assert!(
+        !bed.double.requests().iter().any(|r| {
+            matches!(r.method.as_str(), "PATCH" | "PUT" | "DELETE")
+                || (r.method == "POST" && r.path_and_query.contains("events"))
+        }),
+        "a dry run wrote something"
+    );
+    metainit.stop().await;
+}
+
 #[tokio::test]
 async fn three_replicas_exempt_once_and_restore_once() {
     let bed = Bed::modern().await;
@@ -609,6 +636,18 @@ async fn three_replicas_exempt_once_and_restore_once() {
         patches_to(&bed, "validatingwebhookconfigurations", "gk").len(),
         2,
         "one accepted PATCH to exempt and one to restore, across three replicas"
+    );
+    let reasons: Vec<String> = bed
+        .double
+        .events()
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == "gk")
+        .filter_map(|e| e["reason"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        reasons,
+        ["WebhookSelfExempted", "WebhookRestored"],
+        "one Event each, from the replica whose PATCH won"
     );
     for r in replicas {
         let problems = r.problems();
