@@ -147,6 +147,26 @@ fn seconds_between(event: &Value, before: &str, after: &str) -> f64 {
     }
 }
 
+/// The reasons of the Events on the configuration `name`, oldest first.
+fn event_reasons(bed: &Bed, name: &str) -> Vec<String> {
+    bed.double
+        .events()
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == name)
+        .filter_map(|e| e["reason"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// `n` replicas with `--webhooks`, one per control-plane node `cp-0`, `cp-1`, ...
+fn replicas(bed: &Bed, n: usize, grace: &str) -> Vec<Metainit> {
+    (0..n)
+        .map(|i| {
+            let node = format!("cp-{i}");
+            bed.metainit(&["--webhooks", "--webhook-grace", grace, "--node-name", &node])
+        })
+        .collect()
+}
+
 fn entry(bed: &Bed, name: &str) -> Value {
     bed.double.get(VWC, "", name).expect("configuration")["webhooks"][0].clone()
 }
@@ -224,6 +244,11 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
     metainit
         .logged("the restore line", |l| l.contains(msg::RESTORED))
         .await;
+    // The Events trail the PATCHes and the log lines.
+    eventually("both Events written", WAIT, || {
+        event_reasons(&bed, "gk").len() >= 2
+    })
+    .await;
     let events: Vec<Value> = bed
         .double
         .events()
@@ -524,10 +549,7 @@ async fn a_revert_that_keeps_the_record_is_not_fought_within_the_grace_by_any_re
     let bed = Bed::modern().await;
     gatekeeper(&bed, false);
     let original = entry(&bed, "gk");
-    let replicas: Vec<Metainit> = ["cp-0", "cp-1"]
-        .iter()
-        .map(|node| bed.metainit(&["--webhooks", "--webhook-grace", "3s", "--node-name", node]))
-        .collect();
+    let replicas = replicas(&bed, 2, "3s");
     until_admitted(&bed, "gk", "exempted").await;
     let mut reverted = bed.double.get(VWC, "", "gk").unwrap();
     assert!(reverted["metadata"]["annotations"][ANNOTATION].is_string());
@@ -603,17 +625,7 @@ async fn three_replicas_exempt_once_and_restore_once() {
     let bed = Bed::modern().await;
     gatekeeper(&bed, false);
     let original = entry(&bed, "gk");
-    let replicas: Vec<Metainit> = (0..3)
-        .map(|i| {
-            bed.metainit(&[
-                "--webhooks",
-                "--webhook-grace",
-                "1s",
-                "--node-name",
-                &format!("cp-{i}"),
-            ])
-        })
-        .collect();
+    let replicas = replicas(&bed, 3, "1s");
     until_admitted(&bed, "gk", "exempted").await;
     for r in &replicas {
         r.logged("listed", |l| l.contains("listed; watching")).await;
@@ -637,23 +649,17 @@ async fn three_replicas_exempt_once_and_restore_once() {
         2,
         "one accepted PATCH to exempt and one to restore, across three replicas"
     );
-    let reasons: Vec<String> = bed
-        .double
-        .events()
-        .iter()
-        .filter(|e| e["involvedObject"]["name"] == "gk")
-        .filter_map(|e| e["reason"].as_str().map(str::to_string))
-        .collect();
-    assert_eq!(
-        reasons,
-        ["WebhookSelfExempted", "WebhookRestored"],
-        "one Event each, from the replica whose PATCH won"
-    );
+    // Stopped, each replica has written the Events it had (they trail the PATCHes).
     for r in replicas {
         let problems = r.problems();
         assert!(problems.is_empty(), "{problems:#?}");
         r.stop().await;
     }
+    assert_eq!(
+        event_reasons(&bed, "gk"),
+        ["WebhookSelfExempted", "WebhookRestored"],
+        "one Event each, from the replica whose PATCH won"
+    );
 }
 
 #[tokio::test]
@@ -1102,15 +1108,12 @@ async fn the_shipped_rbac_files_grant_exactly_enough() {
     .await;
     set_ready(&bed.double, "gk", "gk-svc", false);
     until_admitted(&bed, "gk", "exempted by the daemon").await;
-    let reasons: Vec<String> = bed
-        .double
-        .events()
-        .iter()
-        .filter(|e| e["involvedObject"]["name"] == "gk")
-        .filter_map(|e| e["reason"].as_str().map(str::to_string))
-        .collect();
+    let problems = metainit.problems();
+    assert!(problems.is_empty(), "{problems:#?}");
+    // Stopped, it has written the Events it had (they trail the PATCHes).
+    metainit.stop().await;
     assert_eq!(
-        reasons,
+        event_reasons(&bed, "gk"),
         [
             "WebhookSelfExempted",
             "WebhookRestored",
@@ -1118,9 +1121,6 @@ async fn the_shipped_rbac_files_grant_exactly_enough() {
         ],
         "the Events are written with these rights too"
     );
-    let problems = metainit.problems();
-    assert!(problems.is_empty(), "{problems:#?}");
-    metainit.stop().await;
 
     // rbac.yaml alone: the webhooks' watch is refused, naming the file that is missing.
     let rbac = manifest_perms(&["rbac.yaml"]);
