@@ -773,6 +773,23 @@ mod tests {
     }
 
     #[test]
+    fn the_webhooks_grace_defaults_to_30s_and_once_waits_for_none() {
+        let grace = |args: &[&str]| {
+            let cli = parse(args).unwrap();
+            crate::webhooks::Settings::from_args(&cli.run)
+                .unwrap()
+                .grace
+        };
+        assert_eq!(grace(&["--webhooks"]), Duration::from_secs(30));
+        assert_eq!(DEFAULT_WEBHOOK_GRACE, Duration::from_secs(30));
+        assert_eq!(
+            grace(&["--webhooks", "--webhook-grace", "2m"]),
+            Duration::from_secs(120)
+        );
+        assert_eq!(grace(&["--webhooks", "--once"]), Duration::ZERO);
+    }
+
+    #[test]
     fn positional_label_key_like_the_original() {
         let cli = parse(&["example.com/init"]).unwrap();
         assert_eq!(cli.run.label_key().unwrap(), "example.com/init");

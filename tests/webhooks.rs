@@ -802,6 +802,41 @@ async fn kubernetes_1_20_refuses_webhooks_naming_the_version() {
     );
 }
 
+/// Without `--webhooks` (the default), a labelled configuration whose service is down is
+/// never read, let alone written: metainit clears the labelled pod and asks the server
+/// nothing about webhooks or endpoints.
+#[tokio::test]
+async fn without_the_flag_webhooks_are_never_looked_at() {
+    let bed = Bed::modern().await;
+    // Created before the webhook, which would refuse it.
+    bed.double
+        .create(
+            "pods",
+            "default",
+            gated_pod("p", true, &["example.com/quota"]),
+        )
+        .unwrap();
+    gatekeeper(&bed, false);
+    let original = bed.double.get(VWC, "", "gk").unwrap();
+    let metainit = bed.metainit(&[]);
+    eventually("the labelled pod cleared", WAIT, || {
+        bed.double
+            .get("pods", "default", "p")
+            .is_some_and(|p| p["spec"].get("schedulingGates").is_none())
+    })
+    .await;
+    metainit.stop().await;
+    assert_eq!(bed.double.get(VWC, "", "gk").unwrap(), original);
+    let asked: Vec<String> = bed
+        .double
+        .requests()
+        .into_iter()
+        .map(|r| r.path_and_query)
+        .filter(|p| p.contains("webhookconfigurations") || p.contains("endpointslices"))
+        .collect();
+    assert!(asked.is_empty(), "{asked:#?}");
+}
+
 /// `--once --webhooks`: an operator's one-shot repair. It decides on the endpoints as
 /// they are now (no grace to wait for): exempts while the service is down, restores
 /// byte-for-byte once it is back, prints a line of tallies, and exits 0.
