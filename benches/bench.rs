@@ -296,6 +296,18 @@ fn table(plan: &Plan, all: &[(Generation, Runs)], size: Option<&Size>) -> String
                 )),
                 met(per_object <= CPU_PER_OBJECT_US),
             );
+            let user = median_by(&r.burst, |b| b.split_user).as_secs_f64() * 1e6;
+            let system = median_by(&r.burst, |b| b.split_system).as_secs_f64() * 1e6;
+            let round_trip = median_by(&r.burst, |b| b.round_trip).as_secs_f64() * 1e6;
+            // Two requests per object (the PATCH and the Event), about half of a round
+            // trip's kernel work on the client's side of each.
+            let _ = writeln!(
+                t,
+                "| 2 | CPU per object, user + system, in a burst of {} after it (the kernel splits them by 10 ms ticks); floor: the kernel's work for two requests, one loopback round trip of 600 B and 1,500 B with both ends counted (a write and a read at each end) | {mode} | {user:.0} + {system:.0} = {:.0} µs | {round_trip:.1} µs | {:.1}x | | |",
+                10 * plan.burst_objects,
+                user + system,
+                (user + system) / round_trip.max(0.001),
+            );
         }
         if !r.idle.is_empty() {
             let idle_peak = median_by(&r.idle, |m| m.peak_kib);

@@ -122,6 +122,12 @@ pub struct Burst {
     pub metainit_cpu: Duration,
     /// Sockets metainit holds once all are clear, less its admin listener.
     pub connections: usize,
+    /// metainit's CPU per object in a burst of `10 n` after it, user and system time.
+    pub split_user: Duration,
+    pub split_system: Duration,
+    /// One loopback request and answer, both ends (`bed::loopback_round_trip`), measured
+    /// just before metainit starts.
+    pub round_trip: Duration,
 }
 
 /// Figure 2: Burst: `n` labelled objects created at once, time until all are clear (first
@@ -163,6 +169,11 @@ pub async fn burst(generation: Generation, n: usize, concurrency: usize) -> Burs
     let floor = start.elapsed();
     let floor_cpu = crate::bed::cpu_of("/proc/self") - self_cpu;
 
+    // The sizes of a clearing PATCH as metainit sends it and of the pod in the answer.
+    let round_trip = std::thread::spawn(|| crate::bed::loopback_round_trip(600, 1500, 20_000))
+        .join()
+        .expect("the loopback measurement");
+
     let mut m = Metainit::spawn(
         &bed.kubeconfig,
         generation.mode(),
@@ -171,6 +182,7 @@ pub async fn burst(generation: Generation, n: usize, concurrency: usize) -> Burs
     bed.watching(m.spawned, &mut m).await;
     let names: Vec<String> = (0..n).map(|i| format!("burst-{i}")).collect();
     let (m_cpu, self_cpu) = (m.cpu(), crate::bed::cpu_of("/proc/self"));
+
     let created = Instant::now();
     for name in &names {
         bed.create(name, true);
@@ -189,6 +201,26 @@ pub async fn burst(generation: Generation, n: usize, concurrency: usize) -> Burs
     let metainit_cpu = m.cpu() - m_cpu;
     let server_cpu = crate::bed::cpu_of("/proc/self") - self_cpu;
     let connections = m.sockets().saturating_sub(1);
+    // The split of metainit's CPU between user and system time, which the kernel keeps in
+    // clock ticks of 10 ms: read over a burst ten times larger.
+    let split: Vec<String> = (0..10 * n).map(|i| format!("split-{i}")).collect();
+    let (ticks, split_cpu) = (m.user_system_ticks(), m.cpu());
+    for name in &split {
+        bed.create(name, true);
+    }
+    let mut cursor = 0;
+    until("the split burst cleared", &mut m, || {
+        while cursor < split.len() && bed.cleared_span(&split[cursor]).is_some() {
+            cursor += 1;
+        }
+        cursor == split.len()
+    })
+    .await;
+    no_problems(&m, "split burst");
+    let (split_cpu, (user, system)) = (m.cpu() - split_cpu, m.user_system_ticks());
+    let system_share =
+        (system - ticks.1) as f64 / ((user - ticks.0) + (system - ticks.1)).max(1) as f64;
+    let per_object = split_cpu / split.len() as u32;
     m.stop().await;
     let spans: Vec<(SystemTime, SystemTime)> = names
         .iter()
@@ -208,6 +240,9 @@ pub async fn burst(generation: Generation, n: usize, concurrency: usize) -> Burs
         server_cpu,
         metainit_cpu,
         connections,
+        split_user: per_object.mul_f64(1.0 - system_share),
+        split_system: per_object.mul_f64(system_share),
+        round_trip,
     }
 }
 
