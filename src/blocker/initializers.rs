@@ -12,7 +12,9 @@ pub fn pending_names(initializers: Option<&Value>) -> Vec<String> {
     decision::names(initializers.and_then(|i| i.get("pending")))
 }
 
-pub fn decide(initializers: Option<&Value>, only: &[String]) -> Decision {
+/// `raw` is the same `initializers` as the server sent them, when at hand: the patch tests
+/// that text rather than the parsed value written out again.
+pub fn decide(initializers: Option<&Value>, raw: Option<&str>, only: &[String]) -> Decision {
     let Some(init) = initializers.filter(|v| !v.is_null()) else {
         return Decision::Leave(Leave::NotPending);
     };
@@ -31,9 +33,17 @@ pub fn decide(initializers: Option<&Value>, only: &[String]) -> Decision {
     if names.is_empty() {
         return Decision::Leave(Leave::NotSelected(pending_names(Some(init))));
     }
+    let written;
+    let seen = match raw {
+        Some(raw) => raw,
+        None => {
+            written = init.to_string();
+            &written
+        }
+    };
     let patch = decision::clearing_patch(
         "/metadata/initializers",
-        &init.to_string(),
+        seen,
         "/metadata/initializers",
         "/metadata/initializers/pending",
         kept,
@@ -125,7 +135,16 @@ mod tests {
             ),
         ];
         for (what, init, only, want) in cases {
-            assert_eq!(decide(init.as_ref(), &only), want, "{what}");
+            assert_eq!(decide(init.as_ref(), None, &only), want, "{what}");
+            // The server's own text, spaced otherwise, gives the same patch.
+            let raw = init
+                .as_ref()
+                .map(|v| serde_json::to_string_pretty(v).unwrap());
+            assert_eq!(
+                decide(init.as_ref(), raw.as_deref(), &only),
+                want,
+                "{what}, raw"
+            );
         }
     }
 }

@@ -6,7 +6,7 @@ mod decision;
 pub mod gates;
 pub mod initializers;
 
-pub use decision::{Decision, Leave, Patch, names};
+pub use decision::{Decision, Leave, Patch, names, push_json_string};
 
 use crate::object::Held;
 
@@ -41,7 +41,11 @@ impl Mode {
     /// label was removed meanwhile: either is a race, and the newest state is looked at.
     pub fn decide(self, obj: &Held, only: &[String], label_key: &str) -> Decision {
         let decision = match self {
-            Mode::Initializers => initializers::decide(obj.initializers().as_ref(), only),
+            Mode::Initializers => initializers::decide(
+                obj.initializers().as_ref(),
+                obj.metadata.initializers.as_deref().map(|r| r.get()),
+                only,
+            ),
             Mode::SchedulingGates => gates::decide(obj, only),
         };
         match decision {
