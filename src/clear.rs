@@ -32,6 +32,8 @@ pub enum Done {
 /// Everything needed to clear objects of one resource.
 pub struct Clearer {
     pub client: Client,
+    /// The PATCHes' way (see `client::Direct`).
+    pub direct: crate::client::Direct,
     pub target: Target,
     pub mode: Mode,
     pub only: Vec<String>,
@@ -111,12 +113,8 @@ impl Clearer {
     /// failure to retry.
     async fn send(&self, obj: &Held, patch: &Patch) -> Result<bool, Failure> {
         // The answer (the whole object) is read, never parsed: nothing in it is needed.
-        match self
-            .client
-            .request_text(self.patch_request(obj, patch)?)
-            .await
-        {
-            Ok(_) => Ok(true),
+        match self.direct.send(self.patch_request(obj, patch)?).await {
+            Ok(()) => Ok(true),
             Err(e) => {
                 let failure = Failure::from(e);
                 if failure.class.policy().retry {

@@ -14,11 +14,12 @@ use std::{
 
 use futures::future::BoxFuture;
 use http::{HeaderValue, Method, Request, Response, header::USER_AGENT};
+use hyper_util::client::legacy::connect::HttpConnector;
 use kube::{
     Client, Config,
-    client::{Body, ClientBuilder},
+    client::{Body, ClientBuilder, ConfigExt, DynBody},
 };
-use tower::{BoxError, Layer, Service};
+use tower::{BoxError, Layer, Service, util::BoxCloneSyncService};
 
 use crate::{Error, Result};
 
@@ -45,13 +46,81 @@ impl Legacy {
     }
 }
 
-/// Builds the client.
+/// The stack under the client (base URI, auth, extra headers, hyper's pooled client),
+/// cloneable, without the `Buffer` that kube's `Client` puts in front of every request.
+type Stack = BoxCloneSyncService<Request<Body>, Response<Box<DynBody>>, BoxError>;
+
+/// The way of the requests made for each object (the clearing PATCH, the Event): the
+/// client's own stack and `Guard`, called directly. kube's `Client` sends every request
+/// through a tower `Buffer` (a channel to a worker task and a oneshot back), about
+/// 5 k instructions per request, and reads an answer into a `String` that metainit throws
+/// away; watches, lists and the rest keep using the `Client`.
+#[derive(Clone)]
+pub struct Direct(Way);
+
+#[derive(Clone)]
+enum Way {
+    Stack(Stack),
+    /// Through a proxy, the stack is kube's own, and so is the way.
+    Client(Client),
+}
+
+impl Direct {
+    /// Sends a request and reads its answer whole, keeping nothing of it: as
+    /// `Client::request_text` does, with the same errors (`Api` with the server's `Status`
+    /// for a 4xx or 5xx, or one rebuilt from a body that is not one; `HyperError` or
+    /// `Service` for a request that got no answer).
+    pub async fn send(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+        let stack = match &self.0 {
+            Way::Stack(stack) => stack.clone(),
+            Way::Client(client) => return client.request_text(request).await.map(|_| ()),
+        };
+        let res = stack
+            .oneshot(request.map(Body::from))
+            .await
+            // As `Client::send` maps them (hyper's pooled client wraps hyper's own errors).
+            .map_err(|e| match e.downcast::<kube::Error>() {
+                Ok(e) => *e,
+                Err(e) => kube::Error::Service(e),
+            })?;
+        let code = res.status();
+        let body = res
+            .into_body()
+            .collect()
+            .await
+            .map_err(kube::Error::Service)?
+            .to_bytes();
+        if code.is_client_error() || code.is_server_error() {
+            return Err(api_error(code, &body));
+        }
+        Ok(())
+    }
+}
+
+/// A 4xx or 5xx answer as kube's `handle_api_errors` makes it: the `Status` in the body,
+/// or, when the body is not one (a proxy's page, plain text), a `Status` with the text.
+fn api_error(code: http::StatusCode, body: &[u8]) -> kube::Error {
+    let text = String::from_utf8_lossy(body);
+    match serde_json::from_str::<kube::core::Status>(&text) {
+        Ok(status) => kube::Error::Api(status.boxed()),
+        Err(_) => kube::Error::Api(
+            kube::core::Status::failure(text.trim(), "Failed to parse error data")
+                .with_code(code.as_u16())
+                .boxed(),
+        ),
+    }
+}
+
+/// Builds the client, and the direct way of the per-object requests over the same
+/// connections.
 pub fn build(
     config: Config,
     request_timeout: Duration,
     legacy: Legacy,
     observer: Option<Arc<dyn Observer>>,
-) -> Result<Client> {
+) -> Result<(Client, Direct)> {
     // kube's own retry of 429/503/504 (up to 15 times, delays up to 1000 s) would hide
     // failures from the metrics and hold a worker for minutes: every retry is ours.
     let mut config = config;
@@ -65,35 +134,60 @@ pub fn build(
         legacy,
         observer,
     };
-    if config.cluster_url.scheme() == Some(&http::uri::Scheme::HTTP) && config.proxy_url.is_none() {
-        return plain_http(&config, &layer).map_err(|e| {
-            Error::Config(format!("cannot set up a client for {url}: {}", chain(&e)))
-        });
+    if config.proxy_url.is_some() {
+        // kube's builder knows the proxies (and refuses those its features lack).
+        let builder = ClientBuilder::try_from(config).map_err(|e| tls_error(&url, e))?;
+        let client = builder.with_layer(&layer).build();
+        return Ok((client.clone(), Direct(Way::Client(client))));
     }
-    let builder = ClientBuilder::try_from(config).map_err(|e| tls_error(&url, e))?;
-    Ok(builder.with_layer(&layer).build())
+    let stack = if config.cluster_url.scheme() == Some(&http::uri::Scheme::HTTP) {
+        stack(&config, timeouts!(&config, HttpConnector::new())).map_err(|e| {
+            Error::Config(format!("cannot set up a client for {url}: {}", chain(&e)))
+        })?
+    } else {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        let https = config
+            .rustls_https_connector_with_connector(http)
+            .map_err(|e| tls_error(&url, e))?;
+        stack(&config, timeouts!(&config, https)).map_err(|e| tls_error(&url, e))?
+    };
+    let client = ClientBuilder::new(stack.clone(), config.default_namespace.clone())
+        .with_layer(&layer)
+        .build();
+    let direct = Direct(Way::Stack(BoxCloneSyncService::new(layer.layer(stack))));
+    Ok((client, direct))
 }
 
-/// The client stack of kube's `ClientBuilder::try_from` for an `http://` server without a
-/// proxy, less TLS: kube builds a rustls configuration whatever the URL, and with no
-/// certificate-authority in the kubeconfig that means parsing the system's whole CA bundle,
-/// which was 91 % of the instructions of a `--once` run (18 of 20 M under callgrind).
-/// The same layers in the same order: base URI, auth, extra headers (the User-Agent),
-/// and kube's connect, read and write timeouts on the connector. Not here: kube's
+/// A connector with kube's connect, read and write timeouts.
+macro_rules! timeouts {
+    ($config:expr, $connector:expr) => {{
+        let config: &Config = $config;
+        let mut connector = hyper_timeout::TimeoutConnector::new($connector);
+        connector.set_connect_timeout(config.connect_timeout);
+        connector.set_read_timeout(config.read_timeout);
+        connector.set_write_timeout(config.write_timeout);
+        connector.set_reset_reader_on_write(config.reset_reader_on_write);
+        connector
+    }};
+}
+use timeouts;
+
+/// The client stack of kube's `ClientBuilder::try_from` (`make_generic_builder`) without a
+/// proxy: the same layers in the same order, base URI, auth, extra headers (the
+/// User-Agent), over hyper's pooled client with kube's connector timeouts. Not here: kube's
 /// `TraceLayer` (its spans are debug, its lines switched off in `logging.rs`) and gzip
-/// (not enabled in kube's features).
-fn plain_http(config: &Config, guard: &GuardLayer) -> std::result::Result<Client, kube::Error> {
+/// (not enabled in kube's features). For `http://`, the connector has no TLS at all: kube
+/// builds a rustls configuration whatever the URL, and with no certificate-authority in
+/// the kubeconfig that means parsing the system's whole CA bundle, which was 91 % of the
+/// instructions of a `--once` run (18 of 20 M under callgrind).
+fn stack<C>(config: &Config, connector: C) -> std::result::Result<Stack, kube::Error>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
     use http_body_util::BodyExt;
-    use kube::client::{ConfigExt, DynBody};
     use tower::{ServiceBuilder, ServiceExt};
 
-    let mut connector = hyper_timeout::TimeoutConnector::new(
-        hyper_util::client::legacy::connect::HttpConnector::new(),
-    );
-    connector.set_connect_timeout(config.connect_timeout);
-    connector.set_read_timeout(config.read_timeout);
-    connector.set_write_timeout(config.write_timeout);
-    connector.set_reset_reader_on_write(config.reset_reader_on_write);
     let http: hyper_util::client::legacy::Client<_, Body> =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build(connector);
@@ -104,11 +198,7 @@ fn plain_http(config: &Config, guard: &GuardLayer) -> std::result::Result<Client
         .map_err(BoxError::from)
         .service(http)
         .map_response(|res| res.map(|body| Box::new(body.map_err(BoxError::from)) as Box<DynBody>));
-    Ok(
-        ClientBuilder::new(service, config.default_namespace.clone())
-            .with_layer(guard)
-            .build(),
-    )
+    Ok(BoxCloneSyncService::new(service))
 }
 
 fn tls_error(url: &str, e: kube::Error) -> Error {

@@ -48,7 +48,7 @@ impl fmt::time::FormatTime for Utc {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.ffffffZ` for `secs` after the Unix epoch (years up to 9999).
-fn rfc3339_micros(secs: u64, micros: u32) -> Option<[u8; 27]> {
+pub(crate) fn rfc3339_micros(secs: u64, micros: u32) -> Option<[u8; 27]> {
     let days = secs / 86_400;
     let rem = secs % 86_400;
     // Days to the civil date (Howard Hinnant's `civil_from_days`, for days ≥ 0).

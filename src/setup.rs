@@ -20,6 +20,8 @@ use crate::{
 /// A client and the server's URL, before the mode is known.
 pub struct Connection {
     pub client: Client,
+    /// The per-object requests' way, over the client's connections.
+    pub direct: client::Direct,
     pub url: String,
     pub legacy: Legacy,
 }
@@ -32,9 +34,10 @@ pub async fn connect(
     let config = kubeconfig::load(common).await?;
     let url = config.cluster_url.to_string();
     let legacy = Legacy::default();
-    let client = client::build(config, common.request_timeout, legacy.clone(), observer)?;
+    let (client, direct) = client::build(config, common.request_timeout, legacy.clone(), observer)?;
     Ok(Connection {
         client,
+        direct,
         url,
         legacy,
     })
@@ -69,7 +72,7 @@ pub async fn clearers(
     let node = events::node_name(args.node_name.as_deref())?;
     // Events get a quarter of the patches' bound: in a burst they trail the clearing.
     let events = events::Sink::new(
-        client.clone(),
+        conn.direct.clone(),
         metrics.clone(),
         usize::from(args.concurrency) / 4,
     );
@@ -88,6 +91,7 @@ pub async fn clearers(
         metrics.known_resource(mode.as_str(), &target.name);
         clearers.push(Clearer {
             client: client.clone(),
+            direct: conn.direct.clone(),
             target,
             mode,
             only: args.only.clone(),
