@@ -51,19 +51,12 @@ impl Legacy {
 type Stack = BoxCloneSyncService<Request<Body>, Response<Box<DynBody>>, BoxError>;
 
 /// The way of the requests made for each object (the clearing PATCH, the Event): the
-/// client's own stack and `Guard`, called directly. kube's `Client` sends every request
+/// client's own stack and `Guard`, called directly, over the same connections. kube's `Client` sends every request
 /// through a tower `Buffer` (a channel to a worker task and a oneshot back), about
 /// 5 k instructions per request, and reads an answer into a `String` that metainit throws
 /// away; watches, lists and the rest keep using the `Client`.
 #[derive(Clone)]
-pub struct Direct(Way);
-
-#[derive(Clone)]
-enum Way {
-    Stack(Stack),
-    /// Through a proxy, the stack is kube's own, and so is the way.
-    Client(Client),
-}
+pub struct Direct(Stack);
 
 impl Direct {
     /// Sends a request and reads its answer whole, keeping nothing of it: as
@@ -73,11 +66,9 @@ impl Direct {
     pub async fn send(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
         use http_body_util::BodyExt;
         use tower::ServiceExt;
-        let stack = match &self.0 {
-            Way::Stack(stack) => stack.clone(),
-            Way::Client(client) => return client.request_text(request).await.map(|_| ()),
-        };
-        let res = stack
+        let res = self
+            .0
+            .clone()
             .oneshot(request.map(Body::from))
             .await
             // As `Client::send` maps them (hyper's pooled client wraps hyper's own errors).
@@ -134,11 +125,15 @@ pub fn build(
         legacy,
         observer,
     };
-    if config.proxy_url.is_some() {
-        // kube's builder knows the proxies (and refuses those its features lack).
-        let builder = ClientBuilder::try_from(config).map_err(|e| tls_error(&url, e))?;
-        let client = builder.with_layer(&layer).build();
-        return Ok((client.clone(), Direct(Way::Client(client))));
+    if let Some(proxy) = &config.proxy_url {
+        // kube's builder would refuse it too: its proxy features are not built in.
+        // kube takes the kubeconfig's proxy-url, else HTTPS_PROXY or https_proxy.
+        return Err(Error::Config(format!(
+            "a proxy is set for {url} ({proxy}, from the kubeconfig's proxy-url or from \
+             HTTPS_PROXY in the environment), but metainit connects to the API server \
+             directly: remove proxy-url from the kubeconfig, or unset HTTPS_PROXY for metainit \
+             (it does not read NO_PROXY)"
+        )));
     }
     let stack = if config.cluster_url.scheme() == Some(&http::uri::Scheme::HTTP) {
         stack(&config, timeouts!(&config, HttpConnector::new())).map_err(|e| {
@@ -155,7 +150,7 @@ pub fn build(
     let client = ClientBuilder::new(stack.clone(), config.default_namespace.clone())
         .with_layer(&layer)
         .build();
-    let direct = Direct(Way::Stack(BoxCloneSyncService::new(layer.layer(stack))));
+    let direct = Direct(BoxCloneSyncService::new(layer.layer(stack)));
     Ok((client, direct))
 }
 

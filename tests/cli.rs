@@ -290,6 +290,46 @@ async fn servers_that_cannot_work_end_cleanly() {
     .await;
 }
 
+/// kube takes a proxy from the kubeconfig's proxy-url, else from HTTPS_PROXY; metainit
+/// has no proxy support built in, and says so rather than failing to connect.
+#[tokio::test]
+async fn a_proxy_is_refused_naming_where_it_comes_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = kubeconfig(dir.path(), "kc", "https://127.0.0.1:1");
+    let with_url = dir.path().join("proxied");
+    std::fs::write(
+        &with_url,
+        std::fs::read_to_string(&plain).unwrap().replace(
+            "    server:",
+            "    proxy-url: http://proxy.example:3128\n    server:",
+        ),
+    )
+    .unwrap();
+    let with_url = with_url.display().to_string();
+    let cases = [
+        (with_url.as_str(), None, "http://proxy.example:3128/"),
+        (
+            plain.as_str(),
+            Some("http://env-proxy.example:8080"),
+            "http://env-proxy.example:8080/",
+        ),
+    ];
+    for (kc, env, proxy) in cases {
+        let env: Vec<(&str, &str)> = env.map(|e| ("HTTPS_PROXY", e)).into_iter().collect();
+        for args in [
+            vec!["--kubeconfig", kc, "--check-config"],
+            vec!["--kubeconfig", kc, "--once"],
+        ] {
+            let (code, _, stderr) = run_to_end_env(&args, &env, LIMIT).await;
+            assert_eq!(code, 2, "{args:?} {env:?}: {stderr}");
+            assert!(
+                stderr.contains(proxy) && stderr.contains(common::msg::PROXY),
+                "{args:?} {env:?}: {stderr}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn https_without_a_usable_ca_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();

@@ -456,6 +456,7 @@ pub fn client(bed: &Bed) -> kube::Client {
 /// really prints.
 pub mod msg {
     pub const TOKEN_FILE: &str = ", the tokenFile of user ";
+    pub const PROXY: &str = "but metainit connects to the API server directly: remove proxy-url from the kubeconfig, or unset HTTPS_PROXY for metainit";
     pub const CLIENT_CERT: &str = ", the client-certificate of user ";
     pub const CLIENT_KEY: &str = ", the client-key of user ";
     pub const UNREACHABLE: &str = "could not reach the API server at ";
@@ -515,6 +516,7 @@ pub mod msg {
     pub const FAILING_CLOSED: &str = "failing closed on ";
 
     pub const ALL: &[&str] = &[
+        PROXY,
         TOKEN_FILE,
         CLIENT_CERT,
         CLIENT_KEY,
