@@ -130,6 +130,23 @@ async fn tls_front(dir: &Path, upstream: std::net::SocketAddr) -> String {
     url
 }
 
+/// A labelled pod held by one gate, in `default`.
+fn hold(bed: &Bed, name: &str) {
+    bed.double
+        .create("pods", "default", gated_pod(name, true, &["example.com/a"]))
+        .unwrap();
+}
+
+/// Waits until the pod's gates are gone from the server.
+async fn cleared(bed: &Bed, name: &str, what: &str) {
+    common::eventually(what, WAIT, || {
+        bed.double
+            .get("pods", "default", name)
+            .is_some_and(|p| gates(&p).is_empty())
+    })
+    .await;
+}
+
 fn kubeconfig(dir: &Path, server: &str, ca: Option<&Path>) -> String {
     let ca = ca.map_or(String::new(), |p| {
         format!("    certificate-authority: {}\n", p.display())
@@ -155,13 +172,7 @@ async fn clears_and_writes_events_over_https_with_a_token() {
     let url = tls_front(bed.dir.path(), bed.double.addr()).await;
     let kc = kubeconfig(bed.dir.path(), &url, Some(&bed.dir.path().join("ca.crt")));
 
-    bed.double
-        .create(
-            "pods",
-            "default",
-            gated_pod("web", true, &["example.com/a"]),
-        )
-        .unwrap();
+    hold(&bed, "web");
     let m = common::Metainit::spawn(&[
         "--kubeconfig".into(),
         kc.clone(),
@@ -170,26 +181,10 @@ async fn clears_and_writes_events_over_https_with_a_token() {
         "--node-name".into(),
         "cp-1".into(),
     ]);
-    common::eventually("the gate cleared over https", WAIT, || {
-        bed.double
-            .get("pods", "default", "web")
-            .is_some_and(|p| gates(&p).is_empty())
-    })
-    .await;
+    cleared(&bed, "web", "the gate cleared over https").await;
     // A second pod after the first: the connections are reused, not only opened.
-    bed.double
-        .create(
-            "pods",
-            "default",
-            gated_pod("api", true, &["example.com/a"]),
-        )
-        .unwrap();
-    common::eventually("the second gate cleared", WAIT, || {
-        bed.double
-            .get("pods", "default", "api")
-            .is_some_and(|p| gates(&p).is_empty())
-    })
-    .await;
+    hold(&bed, "api");
+    cleared(&bed, "api", "the second gate cleared").await;
     assert!(m.problems().is_empty(), "{:#?}", m.log());
     assert!(m.stop().await.success());
     let events = bed.double.events();
@@ -202,13 +197,7 @@ async fn clears_and_writes_events_over_https_with_a_token() {
     assert_eq!(named, ["api", "web"], "{events:#?}");
 
     // `--once`, the same way.
-    bed.double
-        .create(
-            "pods",
-            "default",
-            gated_pod("job", true, &["example.com/a"]),
-        )
-        .unwrap();
+    hold(&bed, "job");
     let (code, _, stderr) = run_to_end(&["--kubeconfig", &kc, "--once"], WAIT).await;
     assert_eq!(code, 0, "{stderr}");
     let job = bed.double.get("pods", "default", "job").unwrap();
@@ -222,13 +211,7 @@ async fn a_server_certificate_no_known_ca_signed_is_refused_and_said() {
     let url = tls_front(bed.dir.path(), bed.double.addr()).await;
     // No certificate-authority: the system's CAs, none of which signed the test CA.
     let kc = kubeconfig(bed.dir.path(), &url, None);
-    bed.double
-        .create(
-            "pods",
-            "default",
-            gated_pod("web", true, &["example.com/a"]),
-        )
-        .unwrap();
+    hold(&bed, "web");
     let (code, _, stderr) = run_to_end(&["--kubeconfig", &kc, "--once"], WAIT).await;
     assert_eq!(code, 2, "{stderr}");
     // The error docs/troubleshooting.md quotes, with the verifier's reason.

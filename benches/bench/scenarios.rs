@@ -130,6 +130,32 @@ pub struct Burst {
     pub round_trip: Duration,
 }
 
+/// Creates labelled pending objects named `names` at once and waits until metainit has
+/// cleared them all; returns how long creating them took.
+async fn create_until_cleared(
+    bed: &Bed,
+    m: &mut Metainit,
+    names: &[String],
+    what: &str,
+) -> Duration {
+    let created = Instant::now();
+    for name in names {
+        bed.create(name, true);
+    }
+    let creating = created.elapsed();
+    // Objects clear roughly in order: move a cursor instead of scanning all each time.
+    let mut cursor = 0;
+    until(&format!("the {what} cleared"), m, || {
+        while cursor < names.len() && bed.cleared_span(&names[cursor]).is_some() {
+            cursor += 1;
+        }
+        cursor == names.len()
+    })
+    .await;
+    no_problems(m, what);
+    creating
+}
+
 /// Figure 2: Burst: `n` labelled objects created at once, time until all are clear (first
 /// ADDED to last clearing MODIFIED, server side); floor: the same PATCHes from a tight
 /// client on `concurrency` connections (first send to last answer).
@@ -183,21 +209,7 @@ pub async fn burst(generation: Generation, n: usize, concurrency: usize) -> Burs
     let names: Vec<String> = (0..n).map(|i| format!("burst-{i}")).collect();
     let (m_cpu, self_cpu) = (m.cpu(), crate::bed::cpu_of("/proc/self"));
 
-    let created = Instant::now();
-    for name in &names {
-        bed.create(name, true);
-    }
-    let creating = created.elapsed();
-    // Objects clear roughly in order: move a cursor instead of scanning all each time.
-    let mut cursor = 0;
-    until("the burst cleared", &mut m, || {
-        while cursor < names.len() && bed.cleared_span(&names[cursor]).is_some() {
-            cursor += 1;
-        }
-        cursor == names.len()
-    })
-    .await;
-    no_problems(&m, "burst");
+    let creating = create_until_cleared(&bed, &mut m, &names, "burst").await;
     let metainit_cpu = m.cpu() - m_cpu;
     let server_cpu = crate::bed::cpu_of("/proc/self") - self_cpu;
     let connections = m.sockets().saturating_sub(1);
@@ -205,18 +217,7 @@ pub async fn burst(generation: Generation, n: usize, concurrency: usize) -> Burs
     // clock ticks of 10 ms: read over a burst ten times larger.
     let split: Vec<String> = (0..10 * n).map(|i| format!("split-{i}")).collect();
     let (ticks, split_cpu) = (m.user_system_ticks(), m.cpu());
-    for name in &split {
-        bed.create(name, true);
-    }
-    let mut cursor = 0;
-    until("the split burst cleared", &mut m, || {
-        while cursor < split.len() && bed.cleared_span(&split[cursor]).is_some() {
-            cursor += 1;
-        }
-        cursor == split.len()
-    })
-    .await;
-    no_problems(&m, "split burst");
+    create_until_cleared(&bed, &mut m, &split, "split burst").await;
     let (split_cpu, (user, system)) = (m.cpu() - split_cpu, m.user_system_ticks());
     let system_share =
         (system - ticks.1) as f64 / ((user - ticks.0) + (system - ticks.1)).max(1) as f64;
