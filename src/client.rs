@@ -51,18 +51,18 @@ impl Legacy {
 type Stack = BoxCloneSyncService<Request<Body>, Response<Box<DynBody>>, BoxError>;
 
 /// The way of the requests made for each object (the clearing PATCH, the Event): the
-/// client's own stack and `Guard`, called directly, over the same connections. kube's `Client` sends every request
-/// through a tower `Buffer` (a channel to a worker task and a oneshot back), about
-/// 5 k instructions per request, and reads an answer into a `String` that metainit throws
-/// away; watches, lists and the rest keep using the `Client`.
+/// client's own stack and `Guard`, called directly, over the same connections. kube's
+/// `Client` sends every request through a tower `Buffer` (a channel to a worker task and a
+/// oneshot back), about 5 k instructions per request, and reads an answer into a `String`
+/// that metainit throws away; watches, lists and the rest keep using the `Client`.
 #[derive(Clone)]
 pub struct Direct(Stack);
 
 impl Direct {
     /// Sends a request and reads its answer whole, keeping nothing of it: as
     /// `Client::request_text` does, with the same errors (`Api` with the server's `Status`
-    /// for a 4xx or 5xx, or one rebuilt from a body that is not one; `HyperError` or
-    /// `Service` for a request that got no answer).
+    /// for a 4xx or 5xx, or one rebuilt from a body that is not one; `Service` for a
+    /// request that got no answer, the `Guard`'s timeout among them).
     pub async fn send(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
         use http_body_util::BodyExt;
         use tower::ServiceExt;
