@@ -115,13 +115,7 @@ fn event<'a>(
         .unwrap_or_default();
     let name = meta.name.as_deref().unwrap_or_default();
     // As k8s-openapi writes a `Time`: whole seconds, UTC.
-    let at = crate::logging::rfc3339_micros(now.as_secs(), 0)
-        .and_then(|t| {
-            let mut s = std::str::from_utf8(&t[..19]).ok()?.to_string();
-            s.push('Z');
-            Some(s)
-        })
-        .unwrap_or_default();
+    let at = crate::logging::rfc3339_seconds(now.as_secs());
     Event {
         api_version: "v1",
         kind: "Event",

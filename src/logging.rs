@@ -47,8 +47,21 @@ impl fmt::time::FormatTime for Utc {
     }
 }
 
+/// `YYYY-MM-DDTHH:MM:SSZ`, as k8s-openapi writes a `Time` (whole seconds, UTC); empty after
+/// the year 9999.
+pub(crate) fn rfc3339_seconds(secs: u64) -> String {
+    let Some(text) = rfc3339_micros(secs, 0) else {
+        return String::new();
+    };
+    let mut out = String::with_capacity(20);
+    // The digits and separators are ASCII.
+    out.extend(text[..19].iter().map(|&b| char::from(b)));
+    out.push('Z');
+    out
+}
+
 /// `YYYY-MM-DDTHH:MM:SS.ffffffZ` for `secs` after the Unix epoch (years up to 9999).
-pub(crate) fn rfc3339_micros(secs: u64, micros: u32) -> Option<[u8; 27]> {
+fn rfc3339_micros(secs: u64, micros: u32) -> Option<[u8; 27]> {
     let days = secs / 86_400;
     let rem = secs % 86_400;
     // Days to the civil date (Howard Hinnant's `civil_from_days`, for days ≥ 0).

@@ -477,11 +477,17 @@ pub fn loopback_round_trip(request: usize, answer: usize, n: usize) -> Duration 
 
 /// CPU time of the calling thread so far.
 fn thread_cpu() -> Duration {
-    let ns = std::fs::read_to_string("/proc/thread-self/schedstat")
+    Duration::from_nanos(schedstat_ns(Path::new("/proc/thread-self/schedstat")).unwrap_or(0))
+}
+
+/// The time on CPU in a `schedstat` file (its first field), in nanoseconds.
+fn schedstat_ns(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
         .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .unwrap_or(0);
-    Duration::from_nanos(ns)
 }
 
 /// CPU time of every thread of a process, from `/proc/.../task/*/schedstat`.
@@ -489,8 +495,7 @@ pub fn cpu_of(proc_dir: &str) -> Duration {
     let ns: u64 = std::fs::read_dir(format!("{proc_dir}/task"))
         .map(|d| {
             d.filter_map(Result::ok)
-                .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-                .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                .filter_map(|t| schedstat_ns(&t.path().join("schedstat")))
                 .sum()
         })
         .unwrap_or(0);
