@@ -2,6 +2,8 @@
 //! run as a process, with every wait bounded.
 #![allow(dead_code)]
 
+pub mod control_plane;
+
 use std::{
     path::PathBuf,
     process::{ExitStatus, Stdio},

@@ -1,0 +1,275 @@
+//! The real control plane (etcd, kube-apiserver, kube-scheduler built from their Go
+//! modules by `scripts/control-plane.sh`), as the tests reach it: the one named by
+//! `METAINIT_CONTROL_PLANE` (scripts/test.sh starts one for the whole suite), or else one
+//! started for this test binary and stopped when it exits. Tests share it: each works in
+//! namespaces of its own and runs metainit with `--namespace`.
+
+use std::{
+    collections::HashMap,
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::{
+        OnceLock,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::{
+    Api,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use serde_json::Value;
+
+use super::Metainit;
+
+pub struct ControlPlane {
+    pub dir: PathBuf,
+    /// An admin's kubeconfig (O=system:masters).
+    pub admin: PathBuf,
+    /// The user `metainit`'s kubeconfig: a client certificate, no rights of its own.
+    pub metainit: PathBuf,
+    /// `https://127.0.0.1:PORT`
+    pub server: String,
+    /// The CA bundle that verifies the API server's certificate.
+    pub ca: PathBuf,
+    /// Whether this process started it (and `down`s it on drop).
+    owned: bool,
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/control-plane.sh")
+}
+
+fn parse_env(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl ControlPlane {
+    fn from_env(vars: &HashMap<String, String>, owned: bool) -> ControlPlane {
+        let get = |k: &str| {
+            vars.get(k)
+                .unwrap_or_else(|| panic!("scripts/control-plane.sh printed no {k}: {vars:?}"))
+                .clone()
+        };
+        ControlPlane {
+            dir: get("METAINIT_CONTROL_PLANE").into(),
+            admin: get("CONTROL_PLANE_ADMIN").into(),
+            metainit: get("CONTROL_PLANE_METAINIT").into(),
+            server: get("CONTROL_PLANE_SERVER"),
+            ca: get("CONTROL_PLANE_CA").into(),
+            owned,
+        }
+    }
+
+    /// The suite's control plane: `METAINIT_CONTROL_PLANE`'s, or one of this binary's own.
+    pub fn shared() -> &'static ControlPlane {
+        static SHARED: OnceLock<ControlPlane> = OnceLock::new();
+        SHARED.get_or_init(|| match std::env::var("METAINIT_CONTROL_PLANE") {
+            Ok(dir) if !dir.is_empty() => {
+                let out = Command::new("bash")
+                    .arg(script())
+                    .args(["env", &dir])
+                    .output()
+                    .expect("bash runs");
+                assert!(
+                    out.status.success(),
+                    "METAINIT_CONTROL_PLANE={dir} is not a running control plane: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                ControlPlane::from_env(&parse_env(&String::from_utf8_lossy(&out.stdout)), false)
+            }
+            // Never dropped (a static): the script stops it when this process ends.
+            _ => ControlPlane::start(),
+        })
+    }
+
+    /// A control plane of this test's own, for a test that changes what every other test
+    /// relies on (the user metainit's binding); stopped when dropped.
+    pub fn own() -> ControlPlane {
+        let mut cp = ControlPlane::start();
+        cp.owned = true;
+        cp
+    }
+
+    fn start() -> ControlPlane {
+        let out = Command::new("bash")
+            .arg(script())
+            .args(["up", "--owner", &std::process::id().to_string()])
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "scripts/control-plane.sh up failed (its messages are above)"
+        );
+        ControlPlane::from_env(&parse_env(&String::from_utf8_lossy(&out.stdout)), false)
+    }
+
+    /// kubectl as the admin: success and the combined output.
+    pub fn kubectl(&self, args: &[&str]) -> (bool, String) {
+        self.kubectl_in(args, None)
+    }
+
+    /// kubectl as the admin with `input` on its standard input (`-f -`).
+    pub fn kubectl_in(&self, args: &[&str], input: Option<&str>) -> (bool, String) {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.admin)
+            .args(args)
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        if let Some(text) = input {
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(text.as_bytes())
+                .expect("kubectl reads its input");
+        }
+        let out = child.wait_with_output().expect("kubectl ends");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+
+    /// kubectl as the admin, which must succeed; its standard output.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let (ok, out) = self.kubectl(args);
+        assert!(ok, "kubectl {args:?} failed: {out}");
+        out
+    }
+
+    /// Creates the object `obj` (JSON) as the admin.
+    pub fn create(&self, namespace: &str, obj: &Value) {
+        let (ok, out) = self.kubectl_in(
+            &["create", "-n", namespace, "-f", "-"],
+            Some(&obj.to_string()),
+        );
+        assert!(ok, "creating {obj} failed: {out}");
+    }
+
+    /// Applies a manifest file of the repository (`manifests/rbac.yaml`) as the admin.
+    pub fn apply_manifest(&self, file: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        let path = path.to_str().expect("utf-8 path");
+        self.kubectl_ok(&["apply", "-f", path]);
+    }
+
+    /// `manifests/rbac.yaml`, applied once per control plane and process.
+    pub fn with_rbac(&'static self) -> &'static ControlPlane {
+        static APPLIED: OnceLock<()> = OnceLock::new();
+        APPLIED.get_or_init(|| self.apply_manifest("manifests/rbac.yaml"));
+        self
+    }
+
+    /// A new namespace named after `prefix`, with the ServiceAccount `default` that the
+    /// ServiceAccount admission plugin requires of every pod (no controller-manager runs
+    /// here to create it).
+    pub fn namespace(&self, prefix: &str) -> String {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "{prefix}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        self.kubectl_ok(&["create", "namespace", &name]);
+        self.kubectl_ok(&["create", "serviceaccount", "default", "-n", &name]);
+        name
+    }
+
+    /// A kube client as the admin.
+    pub async fn client(&self) -> kube::Client {
+        let kubeconfig = Kubeconfig::read_from(&self.admin).expect("admin kubeconfig");
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .expect("admin config");
+        kube::Client::try_from(config).expect("admin client")
+    }
+
+    pub async fn pods(&self, namespace: &str) -> Api<Pod> {
+        Api::namespaced(self.client().await, namespace)
+    }
+
+    /// Runs metainit with `kubeconfig`, an ephemeral admin port and `args`.
+    pub fn metainit(&self, kubeconfig: &Path, args: &[&str]) -> Metainit {
+        let mut all = vec![
+            "--kubeconfig".to_string(),
+            kubeconfig.display().to_string(),
+            "--admin-addr".into(),
+            "127.0.0.1:0".into(),
+        ];
+        all.extend(args.iter().map(|a| a.to_string()));
+        Metainit::spawn(&all)
+    }
+
+    /// A kubeconfig in `dir` for `token` (a ServiceAccount's, from TokenRequest), with the
+    /// cluster's CA, as a pod's in-cluster configuration would have it.
+    pub fn token_kubeconfig(&self, dir: &Path, token: &str) -> PathBuf {
+        let path = dir.join("token.kubeconfig");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n",
+            self.server,
+            self.ca.display()
+        );
+        std::fs::write(&path, text).expect("kubeconfig written");
+        path
+    }
+
+    /// The audit log's entries (JSON lines) for `user`, as the API server wrote them.
+    pub fn audit(&self, user: &str) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.dir.join("audit.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["user"]["username"] == user)
+            .collect()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = Command::new("bash")
+                .arg(script())
+                .arg("down")
+                .arg(&self.dir)
+                .status();
+        }
+    }
+}
+
+/// Polls the async `check` until it returns `Some`, failing the test after `limit`.
+pub async fn until<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
