@@ -27,7 +27,7 @@ cargo build --workspace
 step "scripts/check-manifests.sh $target_dir/debug/metainit"
 bash scripts/check-manifests.sh "$target_dir/debug/metainit"
 
-step "tests/clients/check.sh (kubectl and the Python kubernetes package against the double)"
+step "tests/clients/check.sh (kubectl and the Python kubernetes package against the double and the real server)"
 bash tests/clients/check.sh
 
 step "scripts/demo.sh (the main job, end to end with kubectl; fails if a step does not happen)"
@@ -35,6 +35,10 @@ bash scripts/demo.sh
 
 step "scripts/image-check.sh"
 bash scripts/image-check.sh
+
+step "scripts/control-plane.sh up (etcd, kube-apiserver, kube-scheduler for tests/cluster.rs)"
+eval "$(bash scripts/control-plane.sh up --owner $$)"
+trap 'bash scripts/control-plane.sh down "$METAINIT_CONTROL_PLANE"' EXIT
 
 step "cargo test --workspace"
 cargo test --workspace

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checks the kube-double with the official Python `kubernetes` client.
 
-Usage: check.py GENERATION KUBECONFIG   (GENERATION is legacy or modern)
+Usage: check.py GENERATION KUBECONFIG [VERSION]
+GENERATION is legacy or modern (the double), or real: the modern checks against a real
+control plane (scripts/control-plane.sh) whose version is VERSION.
 
 The legacy double must run with `--initializer podimage.example.com=pods`.
 Prints one line per check and an `N passed, M failed` summary; exits 1 on any failure.
@@ -107,10 +109,15 @@ def modern(v1):
     check("modern delete", status_of(lambda: v1.read_namespaced_pod("py-gated", NS)) == 404)
 
 
-def modern_webhooks(v1):
+def modern_webhooks(v1, real):
     """Namespaces, a webhook configuration, a Service and an EndpointSlice through the typed
     clients; a pod refused while the webhook's service has no ready endpoint."""
     adm = client.AdmissionregistrationV1Api()
+    if real:
+        # A real server refuses pods in a namespace that does not exist, and without the
+        # ServiceAccount default (no controller-manager runs to make it).
+        v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "py-team"}})
+        v1.create_namespaced_service_account("py-team", {"metadata": {"name": "default"}})
     disc = client.DiscoveryV1Api()
     ns = v1.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "py-gk"}})
     check("modern namespace name label", ns.metadata.labels == {"kubernetes.io/metadata.name": "py-gk"}, repr(ns.metadata.labels))
@@ -144,17 +151,19 @@ def modern_webhooks(v1):
         want = ('failed calling webhook "validate.py-gk.example.com": failed to call webhook: '
                 'Post "https://py-svc.py-gk.svc:443/validate?timeout=10s": no endpoints available for service "py-svc"')
         check("modern pod refused by the webhook", e.status == 500 and json.loads(e.body)["message"] == "Internal error occurred: " + want, e.body)
-    disc.create_namespaced_endpoint_slice("py-gk", {
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "py-svc-1", "labels": {"kubernetes.io/service-name": "py-svc"}},
-        "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.9"]}], "ports": [{"port": 8443}],
-    })
-    created = v1.create_namespaced_pod("py-team", pod)
-    check("modern pod admitted with a ready endpoint (nil ready is ready)", created.metadata.name == "py-web")
+    if not real:
+        # Never on the real server: it would call the webhook at that address.
+        disc.create_namespaced_endpoint_slice("py-gk", {
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "py-svc-1", "labels": {"kubernetes.io/service-name": "py-svc"}},
+            "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.9"]}], "ports": [{"port": 8443}],
+        })
+        created = v1.create_namespaced_pod("py-team", pod)
+        check("modern pod admitted with a ready endpoint (nil ready is ready)", created.metadata.name == "py-web")
+        v1.delete_namespaced_pod("py-web", "py-team")
     code = status_of(lambda: adm.patch_validating_webhook_configuration("py-gk", [
         {"op": "add", "path": "/webhooks/0/namespaceSelector/matchExpressions/0/values", "value": []}]))
     check("modern invalid selector is 422", code == 422, str(code))
-    v1.delete_namespaced_pod("py-web", "py-team")
     adm.delete_validating_webhook_configuration("py-gk")
     check("modern webhook configuration deleted", adm.list_validating_webhook_configuration().items == [])
 
@@ -197,19 +206,19 @@ def legacy(v1):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("legacy", "modern"):
+    if len(sys.argv) not in (3, 4) or sys.argv[1] not in ("legacy", "modern", "real"):
         print(__doc__)
         return 2
     generation, kubeconfig = sys.argv[1], sys.argv[2]
     config.load_kube_config(config_file=kubeconfig)
     v1 = client.CoreV1Api()
     version = client.VersionApi().get_code()
-    want = "v1.13.12" if generation == "legacy" else "v1.33.4"
+    want = {"legacy": "v1.13.12", "modern": "v1.33.4"}.get(generation) or sys.argv[3]
     check(f"{generation} version", version.git_version == want, version.git_version)
     try:
         (legacy if generation == "legacy" else modern)(v1)
-        if generation == "modern":
-            modern_webhooks(v1)
+        if generation != "legacy":
+            modern_webhooks(v1, real=generation == "real")
     except Exception as e:  # a crash is a failure, reported like the others
         check(f"{generation} unexpected error", False, repr(e))
     print(f"python {generation}: {passed} passed, {failed} failed")

@@ -2,7 +2,9 @@
 # Checks the kube-double with real clients: kubectl (create, get, table, list, watch,
 # json patch, raw list and watch; on modern also namespaces, services, endpointslices,
 # a validating webhook configuration and the admission it does) and the Python
-# `kubernetes` client (check.py), against both API generations. Run from the repository root; exits non-zero on any mismatch.
+# `kubernetes` client (check.py), against both API generations; the modern checks also run
+# against a real control plane (scripts/control-plane.sh), which the double must match.
+# Run from the repository root; exits non-zero on any mismatch.
 set -uo pipefail
 
 KUBECTL=${KUBECTL:-kubectl}
@@ -13,7 +15,9 @@ PIDS=()
 passed=0
 failed=0
 
+REAL_DIR=
 cleanup() {
+    [ -n "$REAL_DIR" ] && bash "$HERE/../../scripts/control-plane.sh" down "$REAL_DIR"
     for p in "${PIDS[@]}"; do
         kill "$p" 2>/dev/null
         wait "$p" 2>/dev/null
@@ -79,7 +83,7 @@ YAML
 
 run_python() {
     local out
-    out=$("$PYTHON" "$HERE/check.py" "$1" "$KC" 2>&1)
+    out=$("$PYTHON" "$HERE/check.py" "$1" "$KC" ${2:+"$2"} 2>&1)
     local rc=$?
     echo "$out"
     local p f
@@ -93,60 +97,63 @@ run_python() {
 echo "building kube-double"
 cargo build -q -p kube-double || exit 1
 
-# ---------------------------------------------------------------- modern (1.33)
-start_double modern --bookmark-interval 1s
-echo "modern double on port $PORT"
+# ---------------------------------------------------------------- modern (1.33 double, real)
+# modern_checks NAME VERSION: the checks of a current API server, on the one KC points at;
+# NAME is double (the double's 1.33) or real (the control plane of scripts/control-plane.sh),
+# and names each check. (The body is not indented: it holds here-documents.)
+modern_checks() {
+local P=$1 VERSION=$2
 write_pod "$TMP/gated.yaml" gated web "  schedulingGates:
   - name: example.com/a
   - name: example.com/b" ""
 write_pod "$TMP/plain.yaml" plain other "" ""
 
-expect "modern kubectl version" "$(k version -o json)" '"gitVersion": "v1.33.4"'
-expect "modern create gated" "$(k create -f "$TMP/gated.yaml")" 'pod/gated created'
-expect "modern create plain" "$(k create -f "$TMP/plain.yaml")" 'pod/plain created'
+expect "$P kubectl version" "$(k version -o json)" "\"gitVersion\": \"$VERSION\""
+expect "$P create gated" "$(k create -f "$TMP/gated.yaml")" 'pod/gated created'
+expect "$P create plain" "$(k create -f "$TMP/plain.yaml")" 'pod/plain created'
 # OpenAPI v3 declares fieldValidation: kubectl sends fieldValidation=Strict and the server
 # refuses unknown fields; --validate=warn gets the server's warning; explain reads v3.
 write_pod "$TMP/typo.yaml" typo other "  bogus: 1" ""
-expect "modern server-side strict validation" "$(k create -f "$TMP/typo.yaml")" \
+expect "$P server-side strict validation" "$(k create -f "$TMP/typo.yaml")" \
     'strict decoding error: unknown field "spec.bogus"'
-expect "modern server-side warn validation" "$(k create -f "$TMP/typo.yaml" --validate=warn)" \
+expect "$P server-side warn validation" "$(k create -f "$TMP/typo.yaml" --validate=warn)" \
     'Warning: unknown field "spec.bogus"'
 k delete pod typo >/dev/null
-expect "modern explain schedulingGates" "$(k explain pod.spec.schedulingGates)" 'FIELD: schedulingGates <\[\]PodSchedulingGate>'
-expect "modern apply creates" "$(k apply -f "$TMP/plain.yaml" 2>&1)" 'pod/plain (configured|unchanged)'
-expect "modern get -o json condition" "$(k get pod gated -o jsonpath='{.status.conditions[0].reason}')" '^SchedulingGated$'
-expect "modern get -o json gates" "$(k get pod gated -o json)" '"name": "example.com/b"'
-expect "modern table STATUS SchedulingGated" "$(k get pods)" '^gated +0/1 +SchedulingGated +0 '
-expect "modern table plain Pending" "$(k get pods)" '^plain +0/1 +Pending '
-expect "modern wide table" "$(k get pods -o wide)" 'NOMINATED NODE +READINESS GATES'
-expect "modern list" "$(k get pods -o name | sort | tr '\n' ' ')" '^pod/gated pod/plain $'
-expect "modern list by label" "$(k get pods -l app=web -o name | tr '\n' ' ')" '^pod/gated $'
-expect "modern list by field" "$(k get pods --field-selector metadata.name=plain -o name | tr '\n' ' ')" '^pod/plain $'
-expect "modern raw list" "$(k get --raw '/api/v1/pods?labelSelector=app%3Dweb')" '"name":"gated"'
+expect "$P explain schedulingGates" "$(k explain pod.spec.schedulingGates)" 'FIELD: schedulingGates <\[\]PodSchedulingGate>'
+expect "$P apply creates" "$(k apply -f "$TMP/plain.yaml" 2>&1)" 'pod/plain (configured|unchanged)'
+expect "$P get -o json condition" "$(k get pod gated -o jsonpath='{.status.conditions[0].reason}')" '^SchedulingGated$'
+expect "$P get -o json gates" "$(k get pod gated -o json)" '"name": "example.com/b"'
+expect "$P table STATUS SchedulingGated" "$(k get pods)" '^gated +0/1 +SchedulingGated +0 '
+expect "$P table plain Pending" "$(k get pods)" '^plain +0/1 +Pending '
+expect "$P wide table" "$(k get pods -o wide)" 'NOMINATED NODE +READINESS GATES'
+expect "$P list" "$(k get pods -o name | sort | tr '\n' ' ')" '^pod/gated pod/plain $'
+expect "$P list by label" "$(k get pods -l app=web -o name | tr '\n' ' ')" '^pod/gated $'
+expect "$P list by field" "$(k get pods --field-selector metadata.name=plain -o name | tr '\n' ' ')" '^pod/plain $'
+expect "$P raw list" "$(k get --raw '/api/v1/pods?labelSelector=app%3Dweb')" '"name":"gated"'
 
-timeout 12 "$KUBECTL" --kubeconfig "$KC" get pods -w --request-timeout=6s >"$TMP/modern-watch.txt" 2>&1 &
+timeout 12 "$KUBECTL" --kubeconfig "$KC" get pods -w --request-timeout=6s >"$TMP/$P-watch.txt" 2>&1 &
 wpid=$!
 sleep 2
 k label pod plain seen=yes >/dev/null
 wait "$wpid"
-expect "modern kubectl watch lists" "$(cat "$TMP/modern-watch.txt")" '^gated +0/1 +SchedulingGated'
-expect "modern kubectl watch sees the change" "$(grep -c '^plain ' "$TMP/modern-watch.txt")" '^[2-9]$'
+expect "$P kubectl watch lists" "$(cat "$TMP/$P-watch.txt")" '^gated +0/1 +SchedulingGated'
+expect "$P kubectl watch sees the change" "$(grep -c '^plain ' "$TMP/$P-watch.txt")" '^[2-9]$'
 
-expect "modern adding a gate is refused" \
+expect "$P adding a gate is refused" \
     "$(k patch pod gated --type=json -p '[{"op":"add","path":"/spec/schedulingGates/-","value":{"name":"X"}}]')" \
     "The Pod \"gated\" is invalid: spec.schedulingGates\[2\].name: Forbidden: only deletion is allowed, but found new scheduling gate 'X'"
-expect "modern json patch removes gates" \
+expect "$P json patch removes gates" \
     "$(k patch pod gated --type=json -p '[{"op":"remove","path":"/spec/schedulingGates"}]')" 'pod/gated patched'
 # No scheduler runs: the API server keeps the SchedulingGated condition it set at create
 # (an update keeps the old status), so kubectl keeps printing it; the spec has no gates.
-expect "modern table after clearing, no scheduler" "$(k get pods)" '^gated +0/1 +SchedulingGated '
-expect "modern gates gone" "$(k get pod gated -o jsonpath='{.spec.schedulingGates}'; echo '<end>')" '^<end>$'
-expect "modern condition kept" "$(k get pod gated -o jsonpath='{.status.conditions[0].reason}')" '^SchedulingGated$'
-expect "modern removing again is 422" \
+expect "$P table after clearing, no scheduler" "$(k get pods)" '^gated +0/1 +SchedulingGated '
+expect "$P gates gone" "$(k get pod gated -o jsonpath='{.spec.schedulingGates}'; echo '<end>')" '^<end>$'
+expect "$P condition kept" "$(k get pod gated -o jsonpath='{.status.conditions[0].reason}')" '^SchedulingGated$'
+expect "$P removing again is 422" \
     "$(k patch pod gated --type=json -p '[{"op":"remove","path":"/spec/schedulingGates"}]')" \
     'The request is invalid: the server rejected our request due to an error in our request'
-expect "modern delete" "$(k delete pod gated plain)" 'pod "plain" deleted'
-expect "modern gone" "$(k get pods -o name)" '^$|No resources'
+expect "$P delete" "$(k delete pod gated plain)" 'pod "plain" deleted'
+expect "$P gone" "$(k get pods -o name)" '^$|No resources'
 
 # Admission webhooks (1.33): a ValidatingWebhookConfiguration whose service gk/gk-svc has no
 # ready endpoint fails pod creation closed, except in the namespace its selector exempts.
@@ -193,32 +200,60 @@ endpoints:
   conditions: {ready: false}
 ports: [{port: 8443, protocol: TCP}]
 YAML
-expect "modern create webhook configuration" "$(k create -f "$TMP/webhook.yaml")" \
+expect "$P create webhook configuration" "$(k create -f "$TMP/webhook.yaml")" \
     'validatingwebhookconfiguration.admissionregistration.k8s.io/gk created'
-expect "modern create namespace" "$(k create -f "$TMP/namespace.yaml")" '^namespace/gk created'
-expect "modern create service" "$(k create -f "$TMP/service.yaml")" '^service/gk-svc created'
-expect "modern create endpointslice" "$(k create -f "$TMP/slice.yaml")" \
+expect "$P create namespace" "$(k create -f "$TMP/namespace.yaml")" '^namespace/gk created'
+expect "$P create service" "$(k create -f "$TMP/service.yaml")" '^service/gk-svc created'
+expect "$P create endpointslice" "$(k create -f "$TMP/slice.yaml")" \
     '^endpointslice.discovery.k8s.io/gk-svc-abc created'
-expect "modern webhook table" "$(k get validatingwebhookconfigurations)" '^gk +1 +[0-9]+s'
-expect "modern webhook defaults" \
+expect "$P webhook table" "$(k get validatingwebhookconfigurations)" '^gk +1 +[0-9]+s'
+expect "$P webhook defaults" \
     "$(k get validatingwebhookconfiguration gk -o jsonpath='{.webhooks[0].failurePolicy} {.webhooks[0].timeoutSeconds} {.webhooks[0].clientConfig.service.port}')" \
     '^Fail 10 443$'
-expect "modern namespace table" "$(k get namespaces)" '^gk +Active +[0-9]+s'
-expect "modern namespace name label" "$(k get ns gk -o jsonpath='{.metadata.labels}')" '"kubernetes.io/metadata.name":"gk"'
-expect "modern service table" "$(k get services -n gk)" '^gk-svc +ClusterIP +10\.96\.[0-9.]+ +<none> +443/TCP +[0-9]+s'
-expect "modern endpointslice table" "$(k get endpointslices -n gk)" '^gk-svc-abc +IPv4 +8443 +10\.0\.0\.7 +[0-9]+s'
-expect "modern pod refused while no endpoint is ready" "$(k run web --image=busybox -n team-a)" \
+expect "$P namespace table" "$(k get namespaces)" '^gk +Active +[0-9]+s'
+expect "$P namespace name label" "$(k get ns gk -o jsonpath='{.metadata.labels}')" '"kubernetes.io/metadata.name":"gk"'
+expect "$P service table" "$(k get services -n gk)" '^gk-svc +ClusterIP +10\.96\.[0-9.]+ +<none> +443/TCP +[0-9]+s'
+expect "$P endpointslice table" "$(k get endpointslices -n gk)" '^gk-svc-abc +IPv4 +8443 +10\.0\.0\.7 +[0-9]+s'
+if [ "$P" = real ]; then
+    # A real server refuses a pod in a namespace that does not exist (NamespaceLifecycle)
+    # and one without the ServiceAccount default (no controller-manager makes it here).
+    k create namespace team-a >/dev/null
+    k create serviceaccount default -n team-a >/dev/null
+fi
+expect "$P pod refused while no endpoint is ready" "$(k run web --image=busybox -n team-a)" \
     'Error from server \(InternalError\): Internal error occurred: failed calling webhook "validate.gk.example.com": failed to call webhook: Post "https://gk-svc.gk.svc:443/validate\?timeout=10s": no endpoints available for service "gk-svc"'
-expect "modern pod in the exempted namespace" "$(k run web --image=busybox -n kube-system)" '^pod/web created'
-expect "modern endpoint becomes ready" \
-    "$(k patch endpointslice gk-svc-abc -n gk --type=json -p '[{"op":"replace","path":"/endpoints/0/conditions/ready","value":true}]')" \
-    'gk-svc-abc patched'
-expect "modern pod admitted once an endpoint is ready" "$(k run web --image=busybox -n team-a)" '^pod/web created'
-expect "modern apply webhook configuration" "$(k apply -f "$TMP/webhook.yaml")" 'gk (configured|unchanged)'
-expect "modern delete webhook configuration" "$(k delete -f "$TMP/webhook.yaml")" 'validatingwebhookconfiguration.admissionregistration.k8s.io "gk" deleted'
-k delete pod web -n team-a >/dev/null
+expect "$P pod in the exempted namespace" "$(k run web --image=busybox -n kube-system)" '^pod/web created'
+if [ "$P" = double ]; then
+    # Never on the real server: it would call the webhook at that address.
+    expect "$P endpoint becomes ready" \
+        "$(k patch endpointslice gk-svc-abc -n gk --type=json -p '[{"op":"replace","path":"/endpoints/0/conditions/ready","value":true}]')" \
+        'gk-svc-abc patched'
+    expect "$P pod admitted once an endpoint is ready" "$(k run web --image=busybox -n team-a)" '^pod/web created'
+fi
+expect "$P apply webhook configuration" "$(k apply -f "$TMP/webhook.yaml")" 'gk (configured|unchanged)'
+expect "$P delete webhook configuration" "$(k delete -f "$TMP/webhook.yaml")" 'validatingwebhookconfiguration.admissionregistration.k8s.io "gk" deleted'
+[ "$P" = double ] && k delete pod web -n team-a >/dev/null
 k delete pod web -n kube-system >/dev/null
-run_python modern
+if [ "$P" = real ]; then run_python real "$VERSION"; else run_python modern; fi
+}
+
+start_double modern --bookmark-interval 1s
+echo "modern double on port $PORT"
+modern_checks double v1.33.4
+
+# The same checks on a real kube-apiserver (with etcd and kube-scheduler), one of this
+# script's own: what the double imitates, checked against the real thing.
+bash "$HERE/../../scripts/control-plane.sh" up --owner $$ >"$TMP/real.env" || exit 1
+# shellcheck disable=SC1091
+source "$TMP/real.env"
+REAL_DIR=$METAINIT_CONTROL_PLANE
+KC=$CONTROL_PLANE_ADMIN
+# As on the double (whose stand-in scheduler is off): nothing binds the pods, so a cleared
+# pod keeps its SchedulingGated condition and a delete is immediate (a bound pod would wait
+# for a kubelet that does not exist).
+bash "$HERE/../../scripts/control-plane.sh" stop kube-scheduler "$REAL_DIR"
+echo "real control plane: $CONTROL_PLANE_SERVER"
+modern_checks real "$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$HERE/../control-plane/go.mod")"
 
 # ---------------------------------------------------------------- legacy (1.13)
 start_double legacy --initializer podimage.example.com=pods --post-timeout 2s --bookmark-interval 1s

@@ -425,11 +425,26 @@ pub fn encode_continue(rv: u64, namespace: &str, name: &str) -> String {
 }
 
 fn decode_continue(token: &str) -> Result<(u64, (String, String)), ApiError> {
-    let bad = |why: &str| status::bad_request(format!("continue key is not valid: {why}"));
+    // 1.13.12 (etcd3/store.go) and 1.33.4 (storage/interfaces.go) alike: "invalid continue
+    // token: " before the decoder's own words, which are Go's.
+    let bad = |why: &str| {
+        status::bad_request(format!(
+            "invalid continue token: continue key is not valid: {why}"
+        ))
+    };
     let bytes = base64::engine::general_purpose::URL_SAFE
         .decode(token)
         .or_else(|_| base64::engine::general_purpose::STANDARD.decode(token))
-        .map_err(|e| bad(&e.to_string()))?;
+        .map_err(|e| match e {
+            base64::DecodeError::InvalidByte(at, _)
+            | base64::DecodeError::InvalidLastSymbol(at, _) => {
+                bad(&format!("illegal base64 data at input byte {at}"))
+            }
+            _ => bad(&format!(
+                "illegal base64 data at input byte {}",
+                token.len()
+            )),
+        })?;
     let t: ContinueToken = serde_json::from_slice(&bytes).map_err(|e| bad(&e.to_string()))?;
     if t.v != "meta.k8s.io/v1" {
         return Err(bad(

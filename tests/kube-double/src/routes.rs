@@ -414,7 +414,10 @@ fn list_options(
     query: &HashMap<String, String>,
 ) -> Result<ListOptions, ApiError> {
     let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
-        .map_err(status::bad_request)?;
+        .map_err(|e| match shared.config.generation {
+            Generation::Modern => status::bad_request(crate::selectors::modern_message(e)),
+            Generation::Legacy => status::bad_request(e),
+        })?;
     let fields = FieldSelector::parse(
         query.get("fieldSelector").map_or("", String::as_str),
         res.is_pods(),

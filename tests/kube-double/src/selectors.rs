@@ -304,6 +304,16 @@ impl LabelSelector {
     }
 }
 
+/// What a bad operator's message lists in 1.13.12 (apimachinery `parseOperator`); 1.33.4
+/// and the real 1.37 list the operators as `binaryOperators` joins them: `modern_message`.
+const OPERATORS_1_13: &str = "'=', '!=', '==', 'in', notin'";
+const OPERATORS_1_33: &str = "in, notin, =, ==, !=, gt, lt";
+
+/// A selector's parse error as the modern generation words it.
+pub fn modern_message(message: String) -> String {
+    message.replace(OPERATORS_1_13, OPERATORS_1_33)
+}
+
 fn requirement_error(path: &str, value: &str, detail: &str) -> String {
     format!("unable to parse requirement: {path}: Invalid value: \"{value}\": {detail}")
 }
@@ -344,7 +354,7 @@ fn parse_requirement(p: &mut Parser) -> Result<Requirement, String> {
         Tok::Lt => Op::Lt,
         t => {
             return Err(format!(
-                "found '{}', expected: '=', '!=', '==', 'in', notin'",
+                "found '{}', expected: {OPERATORS_1_13}",
                 t.literal()
             ));
         }

@@ -189,10 +189,18 @@ async fn label_and_field_selectors() {
         assert_eq!(r.json()["reason"], "BadRequest");
         assert!(!r.json()["message"].as_str().unwrap().is_empty());
     }
+    // As the real 1.37 server words it (and 1.33.4's apimachinery); 1.13 listed '=', '!=',
+    // '==', 'in', notin' (`discovery_and_version`).
     let r = c.get(&format!("{PODS}?labelSelector=a%20b")).await;
     assert_eq!(
         r.json()["message"],
-        "unable to parse requirement: found 'b', expected: '=', '!=', '==', 'in', notin'"
+        "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"
+    );
+    let r = c.get(&format!("{PODS}?limit=1&continue=garbage!")).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json()["message"],
+        "invalid continue token: continue key is not valid: illegal base64 data at input byte 7"
     );
     let r = c.get(&format!("{PODS}?labelSelector=a%3Db%3Dc")).await;
     assert_eq!(
@@ -433,6 +441,12 @@ async fn discovery_and_version() {
             v["gitVersion"].as_str()
         ),
         (Some("1"), Some("13"), Some("v1.13.12"))
+    );
+    // 1.13.12's apimachinery words a bad operator as it did then.
+    let r = l.get("/api/v1/pods?labelSelector=a%20b").await;
+    assert_eq!(
+        r.json()["message"],
+        "unable to parse requirement: found 'b', expected: '=', '!=', '==', 'in', notin'"
     );
     let (_d, c) = start().await;
     let v = c.get("/version").await.json();
