@@ -304,6 +304,7 @@ pub fn create_at(
     if res.is_pods() && generation == Generation::Modern {
         modern::validate_create(&obj, res, &name)?;
         modern::on_create(&mut obj, &now);
+        crate::pods::on_create(&mut obj, res, &name, &shared.name_suffix())?;
     }
     if generation == Generation::Modern {
         strategy::on_create(res, &mut obj, namespace, &name)?;
@@ -736,6 +737,9 @@ fn prepare_update(
         Generation::Legacy => {}
         Generation::Modern => {
             if res.is_pods() {
+                // Every write is decoded with the defaults; admission's additions were made
+                // at create.
+                crate::pods::defaults(&mut new);
                 modern::validate_update(&new, old, res, name)?;
                 modern::after_update(&mut new);
             }

@@ -15,6 +15,7 @@ pub mod modern;
 pub mod namespaces;
 pub mod openapi;
 pub mod patch;
+pub mod pods;
 pub mod resolver;
 pub mod resources;
 pub mod routes;

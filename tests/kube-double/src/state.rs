@@ -163,7 +163,8 @@ impl Shared {
         )
     }
 
-    /// Five characters as the real server appends for `generateName`.
+    /// Five characters as the real server appends for `generateName` (and names a pod's
+    /// token volume with).
     pub fn name_suffix(&self) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
         let mut rng = relock(&self.rng);

@@ -285,9 +285,24 @@ async fn patches_and_preconditions() {
 
     let r = c.patch(&format!("{PODS}/a"), "application/strategic-merge-patch+json", json!({"spec": {"containers": [{"name": "c", "image": "other"}, {"name": "d", "image": "x"}]}})).await;
     assert_eq!(r.status, 200, "{}", r.text);
+    // Merged by name: c's image replaced and its other fields kept, d added (and
+    // defaulted, as every decoded pod is).
+    let containers = r.json()["spec"]["containers"].clone();
+    let pairs: Vec<(&str, &str)> = containers
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["image"].as_str().unwrap()))
+        .collect();
+    assert_eq!(pairs, [("c", "other"), ("d", "x")]);
     assert_eq!(
-        r.json()["spec"]["containers"],
-        json!([{"name": "c", "image": "other"}, {"name": "d", "image": "x"}])
+        containers[0]["volumeMounts"][0]["mountPath"],
+        "/var/run/secrets/kubernetes.io/serviceaccount"
+    );
+    assert_eq!(containers[1]["imagePullPolicy"], "Always", "no tag");
+    assert_eq!(
+        containers[1]["terminationMessagePath"],
+        "/dev/termination-log"
     );
     let r = c
         .patch(
@@ -296,10 +311,14 @@ async fn patches_and_preconditions() {
             json!({"spec": {"containers": [{"name": "d", "$patch": "delete"}]}}),
         )
         .await;
-    assert_eq!(
-        r.json()["spec"]["containers"],
-        json!([{"name": "c", "image": "other"}])
-    );
+    let after = r.json();
+    let names: Vec<&str> = after["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["c"]);
 
     // Stale resourceVersion in a PUT body or a patch.
     let mut stale = created.clone();
