@@ -123,6 +123,16 @@ expect "$P explain schedulingGates" "$(k explain pod.spec.schedulingGates)" 'FIE
 expect "$P apply creates" "$(k apply -f "$TMP/plain.yaml" 2>&1)" 'pod/plain (configured|unchanged)'
 expect "$P get -o json condition" "$(k get pod gated -o jsonpath='{.status.conditions[0].reason}')" '^SchedulingGated$'
 expect "$P get -o json gates" "$(k get pod gated -o json)" '"name": "example.com/b"'
+# The stored pod (volume and mount: kube-api-access twice), less what differs by nature (uid, resourceVersion, times, the token
+# volume's random suffix): compared between the double and the real server below.
+k get pod gated -o json | "$PYTHON" -c '
+import json, re, sys
+pod = json.load(sys.stdin)
+for field in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+    pod["metadata"].pop(field, None)
+text = json.dumps(pod, sort_keys=True, indent=1)
+text = re.sub(r"kube-api-access-[a-z0-9]{5}", "kube-api-access-XXXXX", text)
+print(re.sub(r"\"\d{4}-\d\d-\d\dT[0-9:]+Z\"", "\"TIME\"", text))' >"$TMP/$P-pod.json"
 expect "$P table STATUS SchedulingGated" "$(k get pods)" '^gated +0/1 +SchedulingGated +0 '
 expect "$P table plain Pending" "$(k get pods)" '^plain +0/1 +Pending '
 expect "$P wide table" "$(k get pods -o wide)" 'NOMINATED NODE +READINESS GATES'
@@ -254,6 +264,8 @@ KC=$CONTROL_PLANE_ADMIN
 bash "$HERE/../../scripts/control-plane.sh" stop kube-scheduler "$REAL_DIR"
 echo "real control plane: $CONTROL_PLANE_SERVER"
 modern_checks real "$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$HERE/../control-plane/go.mod")"
+expect "the double stores a new pod as the real server does" \
+    "$(diff "$TMP/double-pod.json" "$TMP/real-pod.json" && grep -c 'kube-api-access-XXXXX' "$TMP/real-pod.json")" '^2$'
 
 # ---------------------------------------------------------------- legacy (1.13)
 start_double legacy --initializer podimage.example.com=pods --post-timeout 2s --bookmark-interval 1s
