@@ -7,6 +7,7 @@
 #   eval "$(bash scripts/control-plane.sh up)"       # starts one; prints its env
 #   bash scripts/control-plane.sh env [DIR]          # the env of a running one
 #   bash scripts/control-plane.sh stop|start etcd|kube-apiserver|kube-scheduler [DIR]
+#   bash scripts/control-plane.sh check-network [DIR] # fails if it dialled off loopback
 #   bash scripts/control-plane.sh down [DIR]         # stops it and removes DIR
 #
 # `up` prints the variables below as `export` lines (DIR is METAINIT_CONTROL_PLANE):
@@ -315,6 +316,20 @@ export CONTROL_PLANE_CA=$dir/pki/serving-ca.crt
 EOF
 }
 
+# Whether any component logged a connection to an address outside 127.0.0.0/8 (a webhook
+# or an aggregated API dialled through a ClusterIP or a real endpoint): the network rule.
+check_network() {
+  local found
+  found=$(grep -hoE 'dial tcp [^ ]+' "$dir"/etcd.log "$dir"/kube-apiserver.log "$dir"/kube-scheduler.log 2>/dev/null |
+    grep -vE 'dial tcp (127\.[0-9.]+|localhost|\[::1\]):' | sort | uniq -c || true)
+  if [ -n "$found" ]; then
+    say "dialled outside 127.0.0.0/8 (see $dir/*.log):"
+    echo "$found" >&2
+    return 1
+  fi
+  say "nothing dialled outside 127.0.0.0/8"
+}
+
 down() {
   [ -d "$dir" ] || return 0
   stop kube-scheduler
@@ -328,10 +343,10 @@ cmd=${1:-}
 case $cmd in
   build) build ;;
   up) dir=; up "$@" ;;
-  env | down)
+  env | down | check-network)
     dir=${1:-${METAINIT_CONTROL_PLANE:-}}
     [ -n "$dir" ] || die "which control plane? give its directory or set METAINIT_CONTROL_PLANE"
-    if [ "$cmd" = env ]; then env_of; else down; fi
+    case $cmd in env) env_of ;; down) down ;; check-network) check_network ;; esac
     ;;
   stop | start)
     what=${1:-}

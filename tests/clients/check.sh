@@ -264,6 +264,8 @@ KC=$CONTROL_PLANE_ADMIN
 bash "$HERE/../../scripts/control-plane.sh" stop kube-scheduler "$REAL_DIR"
 echo "real control plane: $CONTROL_PLANE_SERVER"
 modern_checks real "$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$HERE/../control-plane/go.mod")"
+expect "the real API server dialled nothing off loopback" \
+    "$(bash "$HERE/../../scripts/control-plane.sh" check-network "$REAL_DIR" 2>&1)" '^control-plane: nothing dialled'
 expect "the double stores a new pod as the real server does" \
     "$(diff "$TMP/double-pod.json" "$TMP/real-pod.json" && grep -c 'kube-api-access-XXXXX' "$TMP/real-pod.json")" '^2$'
 
