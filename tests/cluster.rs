@@ -7,51 +7,17 @@
 
 mod common;
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use common::{
     LABEL, admin_get,
-    control_plane::{ControlPlane, until},
+    control_plane::{ControlPlane, WAIT, condition, gate_names, patched_by, scheduled, until},
     gated_pod, metrics_until, run_to_end,
 };
-use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
 use serde_json::{Value, json};
 
-const WAIT: Duration = Duration::from_secs(60);
 const GATE_A: &str = "example.com/a";
 const GATE_B: &str = "example.com/b";
-
-fn gate_names(pod: &Pod) -> Vec<String> {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.scheduling_gates.as_ref())
-        .map(|g| g.iter().map(|g| g.name.clone()).collect())
-        .unwrap_or_default()
-}
-
-fn condition(pod: &Pod, kind: &str) -> Option<(String, Option<String>)> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == kind)
-        .map(|c| (c.status.clone(), c.reason.clone()))
-}
-
-/// Waits until the pod has no gate left and kube-scheduler has bound it.
-async fn scheduled(pods: &Api<Pod>, name: &str) -> Pod {
-    until(&format!("pod {name} cleared and bound"), WAIT, || async {
-        let pod = pods.get(name).await.ok()?;
-        let bound = pod.spec.as_ref()?.node_name.is_some();
-        (gate_names(&pod).is_empty()
-            && bound
-            && condition(&pod, "PodScheduled").map(|c| c.0) == Some("True".into()))
-        .then_some(pod)
-    })
-    .await
-}
 
 /// What `kubectl get events` prints for the namespace, one line per Event.
 fn events(cp: &ControlPlane, ns: &str) -> String {
@@ -79,17 +45,6 @@ async fn event_shown(cp: &ControlPlane, ns: &str, words: &[&str]) -> String {
         },
     )
     .await
-}
-
-/// The PATCH requests user `user` made on pods of `ns`, from the API server's audit log:
-/// the pods' names, in order.
-fn patched_by(cp: &ControlPlane, user: &str, ns: &str) -> Vec<String> {
-    cp.audit(user)
-        .into_iter()
-        .filter(|e| e["verb"] == "patch" && e["objectRef"]["namespace"] == ns)
-        .filter(|e| e["objectRef"]["resource"] == "pods" && e["stage"] == "ResponseComplete")
-        .filter_map(|e| e["objectRef"]["name"].as_str().map(str::to_string))
-        .collect()
 }
 
 #[tokio::test]

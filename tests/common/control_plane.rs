@@ -25,6 +25,9 @@ use serde_json::Value;
 
 use super::Metainit;
 
+/// How long a test waits for what the control plane does.
+pub const WAIT: Duration = Duration::from_secs(60);
+
 pub struct ControlPlane {
     pub dir: PathBuf,
     /// An admin's kubeconfig (O=system:masters).
@@ -86,19 +89,19 @@ impl ControlPlane {
                 ControlPlane::from_env(&parse_env(&String::from_utf8_lossy(&out.stdout)), false)
             }
             // Never dropped (a static): the script stops it when this process ends.
-            _ => ControlPlane::start(),
+            _ => ControlPlane::up(),
         })
     }
 
     /// A control plane of this test's own, for a test that changes what every other test
     /// relies on (the user metainit's binding); stopped when dropped.
     pub fn own() -> ControlPlane {
-        let mut cp = ControlPlane::start();
+        let mut cp = ControlPlane::up();
         cp.owned = true;
         cp
     }
 
-    fn start() -> ControlPlane {
+    fn up() -> ControlPlane {
         let out = Command::new("bash")
             .arg(script())
             .args(["up", "--owner", &std::process::id().to_string()])
@@ -110,6 +113,35 @@ impl ControlPlane {
             "scripts/control-plane.sh up failed (its messages are above)"
         );
         ControlPlane::from_env(&parse_env(&String::from_utf8_lossy(&out.stdout)), false)
+    }
+
+    /// Kills one component with SIGKILL, as a crash would (`etcd`, `kube-apiserver`,
+    /// `kube-scheduler`).
+    pub fn stop(&self, component: &str) {
+        self.script(&["stop", component]);
+    }
+
+    /// Starts one component again on its ports and data; returns once it answers.
+    pub fn start(&self, component: &str) {
+        self.script(&["start", component]);
+    }
+
+    fn script(&self, args: &[&str]) {
+        let dir = self.dir.to_str().expect("utf-8 path");
+        let ok = Command::new("bash")
+            .arg(script())
+            .args(args)
+            .arg(dir)
+            .status()
+            .expect("bash runs")
+            .success();
+        assert!(ok, "scripts/control-plane.sh {args:?} failed");
+    }
+
+    /// etcd's client URL (its JSON gateway serves `/v3/kv/...`).
+    pub fn etcd(&self) -> String {
+        let port = std::fs::read_to_string(self.dir.join("etcd.port")).expect("etcd.port");
+        format!("http://127.0.0.1:{}", port.trim())
     }
 
     /// kubectl as the admin: success and the combined output.
@@ -272,4 +304,46 @@ where
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+pub fn gate_names(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .map(|g| g.iter().map(|g| g.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+pub fn condition(pod: &Pod, kind: &str) -> Option<(String, Option<String>)> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// Waits until the pod has no gate left and kube-scheduler has bound it.
+pub async fn scheduled(pods: &Api<Pod>, name: &str) -> Pod {
+    until(&format!("pod {name} cleared and bound"), WAIT, || async {
+        let pod = pods.get(name).await.ok()?;
+        let bound = pod.spec.as_ref()?.node_name.is_some();
+        (gate_names(&pod).is_empty()
+            && bound
+            && condition(&pod, "PodScheduled").map(|c| c.0) == Some("True".into()))
+        .then_some(pod)
+    })
+    .await
+}
+
+/// The PATCH requests user `user` made on pods of `ns`, from the API server's audit log:
+/// the pods' names, in order.
+pub fn patched_by(cp: &ControlPlane, user: &str, ns: &str) -> Vec<String> {
+    cp.audit(user)
+        .into_iter()
+        .filter(|e| e["verb"] == "patch" && e["objectRef"]["namespace"] == ns)
+        .filter(|e| e["objectRef"]["resource"] == "pods" && e["stage"] == "ResponseComplete")
+        .filter_map(|e| e["objectRef"]["name"].as_str().map(str::to_string))
+        .collect()
 }

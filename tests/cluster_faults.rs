@@ -1,0 +1,245 @@
+//! Faults a real control plane has, with metainit running throughout: kube-apiserver
+//! killed (SIGKILL) and started again on its port, etcd killed and started again on its
+//! data, and an etcd compaction while metainit's watch is away, so that the real API
+//! server answers its resumed watch with "too old resource version". After each, a
+//! labelled gated pod created after the fault is cleared (the time is printed), `/readyz`
+//! told the truth during the fault, and the API server's audit log shows no hot loop.
+//! Each test has a control plane of its own (tests/common/control_plane.rs).
+
+mod common;
+
+use std::{
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use common::{
+    Metainit, admin_get,
+    control_plane::{ControlPlane, WAIT, scheduled, until},
+    gated_pod, metrics_until,
+};
+use serde_json::Value;
+
+const GATE: &str = "example.com/hold";
+
+/// A control plane with manifests/rbac.yaml, a namespace, and metainit running in it as
+/// the user metainit, ready, with one pod cleared before the fault.
+async fn running() -> (ControlPlane, String, Metainit, String) {
+    let cp = ControlPlane::own();
+    cp.apply_manifest("manifests/rbac.yaml");
+    let ns = cp.namespace("faults");
+    let metainit = cp.metainit(&cp.metainit, &["--namespace", &ns]);
+    let addr = metainit.admin_addr().await;
+    ready(&addr, 200).await;
+    cp.create(&ns, &gated_pod("before", true, &[GATE]));
+    scheduled(&cp.pods(&ns).await, "before").await;
+    (cp, ns, metainit, addr)
+}
+
+/// Waits until `/readyz` answers `code`; its body.
+async fn ready(addr: &str, code: u16) -> String {
+    until(&format!("/readyz answering {code}"), WAIT, || async {
+        let (c, body) = admin_get(addr, "/readyz").await;
+        (c == code).then_some(body)
+    })
+    .await
+}
+
+/// Creates a labelled gated pod and waits until it is cleared and bound; how long that took.
+async fn cleared_after(cp: &ControlPlane, ns: &str, name: &str) -> Duration {
+    let start = Instant::now();
+    cp.create(ns, &gated_pod(name, true, &[GATE]));
+    scheduled(&cp.pods(ns).await, name).await;
+    start.elapsed()
+}
+
+/// metainit's requests in the API server's audit log.
+fn requests(cp: &ControlPlane) -> Vec<Value> {
+    cp.audit("metainit")
+        .into_iter()
+        .filter(|e| e["stage"] == "ResponseComplete")
+        .collect()
+}
+
+/// The sum of a counter family's samples in metainit's metrics text.
+fn counter_sum(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// No hot loop: in the audit log, metainit made few requests, and no verb on one URI
+/// more than a handful of times.
+fn no_hot_loop(cp: &ControlPlane, what: &str) {
+    let all = requests(cp);
+    let mut per_uri: std::collections::BTreeMap<String, usize> = Default::default();
+    for e in &all {
+        let uri = e["requestURI"]
+            .as_str()
+            .unwrap_or("")
+            .split('?')
+            .next()
+            .unwrap_or("");
+        *per_uri
+            .entry(format!("{} {uri}", e["verb"].as_str().unwrap_or("")))
+            .or_default() += 1;
+    }
+    println!("{what}: metainit made {} requests: {per_uri:?}", all.len());
+    assert!(
+        all.len() < 60,
+        "{what}: {} requests: {per_uri:?}",
+        all.len()
+    );
+    assert!(
+        per_uri.values().all(|n| *n < 15),
+        "{what}: one URI asked again and again: {per_uri:?}"
+    );
+}
+
+#[tokio::test]
+async fn kube_apiserver_killed_and_started_again_after_10s() {
+    let (cp, ns, metainit, addr) = running().await;
+    cp.stop("kube-apiserver");
+    let body = ready(&addr, 503).await;
+    assert!(
+        body.contains("127.0.0.1") || body.contains("connect") || body.contains("reach"),
+        "/readyz says the API server cannot be reached: {body}"
+    );
+    // The fault itself: the API server stays down for 10 s.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let restarted = Instant::now();
+    cp.start("kube-apiserver");
+    let took = cleared_after(&cp, &ns, "after").await;
+    ready(&addr, 200).await;
+    println!(
+        "kube-apiserver restart: API server ready {:?} after its start, the new pod cleared and bound {took:?} after its create",
+        restarted.elapsed() - took
+    );
+    let metrics = metrics_until(&addr, "the restarts counted", WAIT, |m| {
+        counter_sum(m, "metainit_watch_restarts_total") >= 1.0
+    })
+    .await;
+    let causes: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("metainit_watch_restarts_total{") && !l.ends_with(" 0"))
+        .collect();
+    println!("kube-apiserver restart: {causes:?}");
+    let restarts = counter_sum(&metrics, "metainit_watch_restarts_total");
+    // The watcher backs off 0.8 s to 30 s, jittered: a handful of tries in 10 s.
+    assert!(restarts <= 10.0, "{restarts} watch restarts in about 10 s");
+    no_hot_loop(&cp, "kube-apiserver restart");
+    assert!(metainit.stop().await.success());
+}
+
+#[tokio::test]
+async fn etcd_killed_and_started_again_on_its_data() {
+    let (cp, ns, metainit, addr) = running().await;
+    cp.stop("etcd");
+    // What metainit's watch sees while etcd is away, as /readyz reports it: the API server
+    // keeps open watches open (they stream from its cache), and a new list fails.
+    let (code, body) = admin_get(&addr, "/readyz").await;
+    println!("etcd down: /readyz {code}: {body}");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let (code_later, body_later) = admin_get(&addr, "/readyz").await;
+    println!("etcd down 10 s: /readyz {code_later}: {body_later}");
+    cp.start("etcd");
+    let took = cleared_after(&cp, &ns, "after").await;
+    println!("etcd restart: the new pod cleared and bound {took:?} after its create");
+    ready(&addr, 200).await;
+    no_hot_loop(&cp, "etcd restart");
+    assert!(metainit.stop().await.success());
+}
+
+/// etcd's JSON gateway: POST `path` with `body`.
+fn etcd(cp: &ControlPlane, path: &str, body: &str) -> Value {
+    let out = Command::new("curl")
+        .args([
+            "-sf",
+            "-X",
+            "POST",
+            &format!("{}{path}", cp.etcd()),
+            "-d",
+            body,
+        ])
+        .output()
+        .expect("curl runs");
+    assert!(out.status.success(), "etcd {path} {body}: {out:?}");
+    serde_json::from_slice(&out.stdout).expect("etcd answers JSON")
+}
+
+#[tokio::test]
+async fn a_compaction_while_the_watch_is_away_makes_metainit_list_again() {
+    let (cp, ns, metainit, addr) = running().await;
+    cp.stop("kube-apiserver");
+    // Writes metainit's watch never sees, then a compaction past its resourceVersion: the
+    // API server that starts again can serve no watch from there.
+    for i in 0..50 {
+        let key = base64(&format!("/metainit-test/filler-{i}"));
+        etcd(
+            &cp,
+            "/v3/kv/put",
+            &format!(r#"{{"key":"{key}","value":"eA=="}}"#),
+        );
+    }
+    let revision = etcd(&cp, "/v3/kv/range", r#"{"key":"AA==","limit":1}"#)["header"]["revision"]
+        .as_str()
+        .expect("a revision")
+        .to_string();
+    etcd(
+        &cp,
+        "/v3/kv/compaction",
+        &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+    );
+    cp.start("kube-apiserver");
+    let took = cleared_after(&cp, &ns, "after").await;
+    println!(
+        "compaction at revision {revision}: the new pod cleared and bound {took:?} after its create"
+    );
+    let metrics = metrics_until(&addr, "the expired watch counted", WAIT, |m| {
+        counter_sum(m, "metainit_watch_restarts_total{cause=\"expired\"}") >= 1.0
+            || m.lines().any(|l| {
+                l.starts_with("metainit_watch_restarts_total{cause=\"watch_start_failed\"}")
+                    && !l.ends_with(" 0")
+            })
+    })
+    .await;
+    let restarts: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("metainit_watch_restarts_total{"))
+        .collect();
+    println!("compaction: {restarts:?}");
+    // The expired watch was answered by a new list, not by a watch from the same version.
+    let lists = requests(&cp)
+        .into_iter()
+        .filter(|e| e["verb"] == "list")
+        .count();
+    assert!(
+        lists >= 2,
+        "the first list and one after the expired watch: {lists}"
+    );
+    ready(&addr, 200).await;
+    no_hot_loop(&cp, "compaction");
+    assert!(metainit.stop().await.success());
+}
+
+fn base64(s: &str) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let b = s.as_bytes();
+    let mut out = String::new();
+    for chunk in b.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, c)| n | (u32::from(*c) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
