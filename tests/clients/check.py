@@ -156,7 +156,7 @@ def modern_webhooks(v1, real):
         disc.create_namespaced_endpoint_slice("py-gk", {
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"name": "py-svc-1", "labels": {"kubernetes.io/service-name": "py-svc"}},
-            "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.9"]}], "ports": [{"port": 8443}],
+            "addressType": "IPv4", "endpoints": [{"addresses": ["192.0.2.9"]}], "ports": [{"port": 8443}],
         })
         created = v1.create_namespaced_pod("py-team", pod)
         check("modern pod admitted with a ready endpoint (nil ready is ready)", created.metadata.name == "py-web")

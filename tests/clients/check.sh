@@ -206,7 +206,7 @@ metadata:
   labels: {kubernetes.io/service-name: gk-svc}
 addressType: IPv4
 endpoints:
-- addresses: [10.0.0.7]
+- addresses: [192.0.2.7]
   conditions: {ready: false}
 ports: [{port: 8443, protocol: TCP}]
 YAML
@@ -216,6 +216,10 @@ expect "$P create namespace" "$(k create -f "$TMP/namespace.yaml")" '^namespace/
 expect "$P create service" "$(k create -f "$TMP/service.yaml")" '^service/gk-svc created'
 expect "$P create endpointslice" "$(k create -f "$TMP/slice.yaml")" \
     '^endpointslice.discovery.k8s.io/gk-svc-abc created'
+# No endpoint may be on loopback: a webhook's endpoint for the tests is 192.0.2.x (TEST-NET-1).
+sed -e 's/192\.0\.2\.7/127.0.0.1/' -e 's/gk-svc-abc/gk-svc-lo/' "$TMP/slice.yaml" >"$TMP/slice-lo.yaml"
+expect "$P endpoint on loopback refused" "$(k create -f "$TMP/slice-lo.yaml")" \
+    'The EndpointSlice "gk-svc-lo" is invalid: endpoints\[0\]\.addresses\[0\]: Invalid value: "127\.0\.0\.1": may not be in the loopback range \(127\.0\.0\.0/8, ::1/128\)'
 expect "$P webhook table" "$(k get validatingwebhookconfigurations)" '^gk +1 +[0-9]+s'
 expect "$P webhook defaults" \
     "$(k get validatingwebhookconfiguration gk -o jsonpath='{.webhooks[0].failurePolicy} {.webhooks[0].timeoutSeconds} {.webhooks[0].clientConfig.service.port}')" \
@@ -223,7 +227,7 @@ expect "$P webhook defaults" \
 expect "$P namespace table" "$(k get namespaces)" '^gk +Active +[0-9]+s'
 expect "$P namespace name label" "$(k get ns gk -o jsonpath='{.metadata.labels}')" '"kubernetes.io/metadata.name":"gk"'
 expect "$P service table" "$(k get services -n gk)" '^gk-svc +ClusterIP +10\.96\.[0-9.]+ +<none> +443/TCP +[0-9]+s'
-expect "$P endpointslice table" "$(k get endpointslices -n gk)" '^gk-svc-abc +IPv4 +8443 +10\.0\.0\.7 +[0-9]+s'
+expect "$P endpointslice table" "$(k get endpointslices -n gk)" '^gk-svc-abc +IPv4 +8443 +192\.0\.2\.7 +[0-9]+s'
 if [ "$P" = real ]; then
     # A real server refuses a pod in a namespace that does not exist (NamespaceLifecycle)
     # and one without the ServiceAccount default (no controller-manager makes it here).

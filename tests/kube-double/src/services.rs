@@ -11,9 +11,15 @@
 // range exhaustion, collisions are possible and harmless here).
 //
 // EndpointSlice: kubernetes `pkg/apis/discovery/v1/defaults.go` `SetDefaults_EndpointPort`
-// (port name "" and protocol TCP).
+// (port name "" and protocol TCP), and the addresses an endpoint may not have
+// (`ValidateEndpointIP`, `pkg/apis/core/validation`, checked by the real 1.37.2: a slice
+// with 127.0.0.1 is refused).
+
+use std::net::IpAddr;
 
 use serde_json::{Value, json};
+
+use crate::status::Cause;
 
 fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
@@ -94,9 +100,78 @@ pub fn endpointslice_defaults(obj: &mut Value) {
     }
 }
 
+/// The 422 causes of an EndpointSlice's IP addresses that no endpoint may have.
+pub fn endpointslice_causes(obj: &Value) -> Vec<Cause> {
+    if !matches!(obj["addressType"].as_str(), Some("IPv4" | "IPv6")) {
+        return Vec::new();
+    }
+    let mut causes = Vec::new();
+    for (i, endpoint) in obj["endpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        for (j, address) in endpoint["addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let Some(text) = address.as_str() else {
+                continue;
+            };
+            let Ok(ip) = text.parse::<IpAddr>() else {
+                continue;
+            };
+            let why = match ip {
+                ip if ip.is_unspecified() => format!("may not be unspecified ({text})"),
+                ip if ip.is_loopback() => {
+                    "may not be in the loopback range (127.0.0.0/8, ::1/128)".into()
+                }
+                IpAddr::V4(v4) if v4.is_link_local() => {
+                    "may not be in the link-local range (169.254.0.0/16, fe80::/10)".into()
+                }
+                IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80 => {
+                    "may not be in the link-local range (169.254.0.0/16, fe80::/10)".into()
+                }
+                IpAddr::V4(v4) if v4.octets()[..3] == [224, 0, 0] => {
+                    "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)".into()
+                }
+                IpAddr::V6(v6) if (v6.segments()[0] & 0xff0f) == 0xff02 => {
+                    "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)".into()
+                }
+                _ => continue,
+            };
+            causes.push(Cause::invalid(
+                format!("endpoints[{i}].addresses[{j}]"),
+                format!("\"{text}\""),
+                why,
+            ));
+        }
+    }
+    causes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endpoint_addresses_the_real_server_refuses() {
+        let slice = |a: &str| json!({"addressType": "IPv4", "endpoints": [{"addresses": ["192.0.2.10", a]}]});
+        assert!(endpointslice_causes(&slice("192.0.2.11")).is_empty());
+        let causes = endpointslice_causes(&slice("127.0.0.1"));
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "endpoints[0].addresses[1]");
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: \"127.0.0.1\": may not be in the loopback range (127.0.0.0/8, ::1/128)"
+        );
+        for a in ["0.0.0.0", "169.254.1.1", "224.0.0.5"] {
+            assert_eq!(endpointslice_causes(&slice(a)).len(), 1, "{a}");
+        }
+    }
 
     #[test]
     fn service_defaults() {

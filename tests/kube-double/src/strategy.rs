@@ -36,6 +36,10 @@ pub fn on_create(
         services::service_on_create(obj, namespace, name);
     } else if res.key == "endpointslices.discovery.k8s.io" {
         services::endpointslice_defaults(obj);
+        let causes = services::endpointslice_causes(obj);
+        if !causes.is_empty() {
+            return Err(status::invalid(res, name, &causes));
+        }
     }
     Ok(())
 }
@@ -59,6 +63,10 @@ pub fn on_update(
         services::service_on_update(new, old);
     } else if res.key == "endpointslices.discovery.k8s.io" {
         services::endpointslice_defaults(new);
+        let causes = services::endpointslice_causes(new);
+        if !causes.is_empty() {
+            return Err(status::invalid(res, name, &causes));
+        }
     }
     Ok(())
 }
