@@ -4,6 +4,7 @@
 //! server answers its resumed watch with "too old resource version". After each, a
 //! labelled gated pod created after the fault is cleared (the time is printed), `/readyz`
 //! told the truth during the fault, and the API server's audit log shows no hot loop.
+//! And API Priority and Fairness throttling metainit: real 429s, every pod cleared.
 //! Each test has a control plane of its own (tests/common/control_plane.rs).
 
 mod common;
@@ -242,4 +243,89 @@ fn base64(s: &str) -> String {
         }
     }
     out
+}
+
+#[tokio::test]
+async fn api_priority_and_fairness_throttles_metainit_and_every_pod_is_cleared() {
+    const PODS: usize = 500;
+    let cp = ControlPlane::own();
+    // Nothing to bind 500 pods to on two Nodes without a kubelet's capacity rules; what is
+    // asserted is the clearing.
+    cp.stop("kube-scheduler");
+    cp.apply_manifest("manifests/rbac.yaml");
+    let ns = cp.namespace("throttled");
+    // A priority level with the smallest share of the server's concurrency, rejecting (not
+    // queueing) what does not fit, and every request of the user metainit in it.
+    cp.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(
+            r#"{"apiVersion": "v1", "kind": "List", "items": [
+  {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+   "metadata": {"name": "metainit-tiny"},
+   "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "lendablePercent": 0,
+            "limitResponse": {"type": "Reject"}}}},
+  {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+   "metadata": {"name": "metainit-tiny"},
+   "spec": {"priorityLevelConfiguration": {"name": "metainit-tiny"}, "matchingPrecedence": 500,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [{"subjects": [{"kind": "User", "user": {"name": "metainit"}}],
+                       "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                          "namespaces": ["*"], "clusterScope": true}],
+                       "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}
+]}"#,
+        ),
+    )
+    .0
+    .then_some(())
+    .expect("the flow schema applied");
+    let metainit = cp.metainit(&cp.metainit, &["--namespace", &ns]);
+    let addr = metainit.admin_addr().await;
+    ready(&addr, 200).await;
+    let items: Vec<Value> = (0..PODS)
+        .map(|i| gated_pod(&format!("burst-{i}"), true, &[GATE]))
+        .collect();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let start = Instant::now();
+    let (ok, out) = cp.kubectl_in(&["create", "-n", &ns, "-f", "-"], Some(&list.to_string()));
+    assert!(ok, "{out}");
+    let pods = cp.pods(&ns).await;
+    until("all 500 cleared", Duration::from_secs(300), || async {
+        let list = pods.list(&Default::default()).await.ok()?;
+        let held = list
+            .items
+            .iter()
+            .filter(|p| !common::control_plane::gate_names(p).is_empty())
+            .count();
+        (list.items.len() == PODS && held == 0).then_some(())
+    })
+    .await;
+    println!(
+        "APF: {PODS} pods cleared {:?} after the burst's create began",
+        start.elapsed()
+    );
+    let rejected: Vec<Value> = requests(&cp)
+        .into_iter()
+        .filter(|e| e["responseStatus"]["code"] == 429)
+        .collect();
+    assert!(
+        !rejected.is_empty(),
+        "the API server throttled metainit (429s in its audit log)"
+    );
+    let metrics = metrics_until(&addr, "the throttled PATCHes counted", WAIT, |m| {
+        counter_sum(m, "metainit_clear_failures_total{reason=\"throttled\"}") >= 1.0
+    })
+    .await;
+    let throttled = counter_sum(
+        &metrics,
+        "metainit_clear_failures_total{reason=\"throttled\"}",
+    );
+    let patches = requests(&cp)
+        .into_iter()
+        .filter(|e| e["verb"] == "patch")
+        .count();
+    println!(
+        "APF: {} requests answered 429 by the API server, {throttled} PATCHes counted throttled by metainit, {patches} PATCHes in all",
+        rejected.len()
+    );
+    assert!(metainit.stop().await.success());
 }
