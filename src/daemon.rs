@@ -185,7 +185,7 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
         }
         Verdict::Later(wait) => {
             if dry_run && r.said.first(&key, obj.uid(), false) {
-                info!(object = %key, gates = %release::gates(obj).join(","), releases_in = %release::human(wait),
+                info!(object = %key, gates = %release::gates(obj).join(","), releases_in = %crate::text::age_of(wait),
                       "dry run: would release a gate when its pod is old enough");
             }
             return Ok(Some(wait));
@@ -195,7 +195,7 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
     if dry_run {
         if r.said.first(&key, obj.uid(), true) {
             for d in &due {
-                info!(object = %key, gate = %d.gate, age = %release::human(d.age), rule = %d.rule,
+                info!(object = %key, gate = %d.gate, age = %crate::text::age_of(d.age), rule = %d.rule,
                       "dry run: would release an orphaned gate now (at most --release-rate)");
             }
         }
@@ -215,7 +215,12 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let shutdown = Shutdown::on_signals();
     let health = Arc::new(Health::new());
     let metrics = Arc::new(Metrics::default());
-    let conn = setup::connect(&args.common, Some(health.clone())).await?;
+    let conn = setup::connect(
+        &args.common.kubeconfig(),
+        args.common.request_timeout,
+        Some(health.clone()),
+    )
+    .await?;
     let listener = admin::bind(args.admin_addr).await?;
     let addr = listener.local_addr().map_err(|source| Error::Admin {
         addr: args.admin_addr,
@@ -224,8 +229,9 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     info!(%addr, "admin server listening");
     tokio::spawn(admin::serve(listener, health.clone(), metrics.clone()));
     info!(version = env!("CARGO_PKG_VERSION"), url = %conn.url, label_key = %args.label_key()?, "starting");
+    let settings = args.setup_settings()?;
     let (_, clearers, events) = tokio::select! {
-        setup = setup::clearers(&args, &conn, &metrics, None) => setup?,
+        setup = setup::clearers(&settings, &conn, &metrics, None) => setup?,
         _ = shutdown.requested() => return Ok(ExitCode::SUCCESS),
     };
     {
@@ -241,7 +247,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         let stop = shutdown.clone();
         engines.push(tokio::spawn(crate::webhooks::run(
             conn.client.clone(),
-            crate::webhooks::Settings::from_args(&args)?,
+            args.webhook_settings()?,
             health.clone(),
             metrics.clone(),
             events.clone(),

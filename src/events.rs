@@ -61,7 +61,7 @@ pub fn released_event<'a>(
             format!(
                 "gate {} after {} (rule --release-gate {})",
                 d.gate,
-                crate::release::human(d.age),
+                crate::text::age_of(d.age),
                 d.rule
             )
         })
@@ -115,7 +115,7 @@ fn event<'a>(
         .unwrap_or_default();
     let name = meta.name.as_deref().unwrap_or_default();
     // As k8s-openapi writes a `Time`: whole seconds, UTC.
-    let at = crate::logging::rfc3339_seconds(now.as_secs());
+    let at = crate::text::rfc3339_seconds(now.as_secs());
     Event {
         api_version: "v1",
         kind: "Event",

@@ -22,6 +22,7 @@ pub mod release;
 pub mod setup;
 pub mod shutdown;
 pub mod status;
+pub mod text;
 pub mod validation;
 pub mod watch;
 pub mod webhooks;

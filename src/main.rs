@@ -33,7 +33,7 @@ async fn main() -> ExitCode {
 async fn run(args: RunArgs) -> Result<ExitCode> {
     args.check()?;
     if args.check_config {
-        let config = kubeconfig::load(&args.common).await?;
+        let config = kubeconfig::load(&args.common.kubeconfig()).await?;
         metainit::client::build(
             config,
             args.common.request_timeout,

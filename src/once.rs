@@ -82,10 +82,11 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let stop = setup::stop_on_signals(ON_SIGNAL);
     let timeout = args.common.timeout;
     let metrics = Arc::new(Metrics::default());
-    let conn = setup::connect(&args.common, None).await?;
+    let conn = setup::connect(&args.common.kubeconfig(), args.common.request_timeout, None).await?;
     info!(version = env!("CARGO_PKG_VERSION"), url = %conn.url, label_key = %args.label_key()?, "starting");
+    let settings = args.setup_settings()?;
     let (mode, clearers, events) = tokio::select! {
-        setup = setup::clearers(&args, &conn, &metrics, Some(timeout)) => setup?,
+        setup = setup::clearers(&settings, &conn, &metrics, Some(timeout)) => setup?,
         _ = setup::stopped(stop.clone()) => return Ok(interrupted("the server answered")),
     };
     let mut total = Summary::default();
@@ -97,7 +98,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     if args.webhooks {
         let pass = crate::webhooks::once::run(
             conn.client.clone(),
-            crate::webhooks::Settings::from_args(&args)?,
+            args.webhook_settings()?,
             metrics.clone(),
             events.clone(),
             &conn.url,

@@ -164,7 +164,7 @@ impl Services {
                 (Endpoints::Ready { .. }, true) | (Endpoints::Down { .. }, false) => return,
                 (Endpoints::Down { since }, true) => {
                     e.outage = Some(now.saturating_sub(since));
-                    info!(service = %service, after = %crate::discovery::human_duration(now.saturating_sub(since)),
+                    info!(service = %service, after = %crate::text::duration(now.saturating_sub(since)),
                           "a webhook's service has a ready endpoint again");
                     Endpoints::Ready { since: now }
                 }

@@ -42,11 +42,11 @@ use tracing::{info, warn};
 
 use crate::{
     admin::Health,
-    discovery::human_duration,
     events::{self, Sink},
     failure::{self, Failure, describe, status_fields},
     metrics::Metrics,
     queue::Queue,
+    text,
 };
 use decide::{ANNOTATION, Endpoints, Hook, Service, Step};
 use endpoints::Services;
@@ -81,24 +81,6 @@ pub struct Settings {
     pub dry_run: bool,
     pub node: String,
     pub concurrency: usize,
-}
-
-impl Settings {
-    /// From the run command's flags; `--once` waits for no grace.
-    pub fn from_args(args: &crate::cli::RunArgs) -> crate::Result<Settings> {
-        Ok(Settings {
-            label_key: args.label_key()?,
-            grace: if args.once {
-                Duration::ZERO
-            } else {
-                args.webhook_grace
-                    .unwrap_or(crate::cli::DEFAULT_WEBHOOK_GRACE)
-            },
-            dry_run: args.dry_run,
-            node: crate::events::node_name(args.node_name.as_deref())?,
-            concurrency: 2,
-        })
-    }
 }
 
 /// Where the state of a service's endpoints comes from: the watches of the daemon, or
@@ -231,7 +213,7 @@ pub async fn run(
                 .sum()
         }));
     }
-    info!(label_key = %settings.label_key, grace = %human_duration(settings.grace), dry_run = settings.dry_run,
+    info!(label_key = %settings.label_key, grace = %text::duration(settings.grace), dry_run = settings.dry_run,
           "watching labelled webhook configurations and their services' endpoints");
     let concurrency = settings.concurrency;
     let engine = Arc::new(Engine {
@@ -613,7 +595,7 @@ impl Engine {
                 let down_for = if self.services.once() {
                     "unknown".to_string()
                 } else {
-                    human_duration(*down_for)
+                    text::duration(*down_for)
                 };
                 // Counted before it is said: whoever reads the line finds it in the metrics.
                 self.metrics.webhook_exemptions.inc();
@@ -624,7 +606,7 @@ impl Engine {
                 } else {
                     format!(
                         "has had no ready endpoint for {down_for} (--webhook-grace {})",
-                        human_duration(self.settings.grace)
+                        text::duration(self.settings.grace)
                     )
                 };
                 let message = format!(
@@ -654,7 +636,7 @@ impl Engine {
                     .service
                     .as_ref()
                     .and_then(|s| self.services.outage(s))
-                    .map(human_duration);
+                    .map(text::duration);
                 let why = match (up_for, &gone) {
                     (Some(_), _) if self.services.once() => {
                         format!(
@@ -663,11 +645,11 @@ impl Engine {
                     }
                     (Some(up), Some(gone)) => format!(
                         "its service {service} has had ready endpoints for {} after {gone} without",
-                        human_duration(*up)
+                        text::duration(*up)
                     ),
                     (Some(up), None) => format!(
                         "its service {service} has had ready endpoints for {}",
-                        human_duration(*up)
+                        text::duration(*up)
                     ),
                     (None, _) => match h.guarded_service() {
                         Some(now) => format!(
@@ -715,7 +697,7 @@ impl Engine {
                 } => {
                     if lock(&self.said).insert(format!("{uid}/{}/exempt", h.name)) {
                         info!(config = %key, webhook = %h.name, namespace = %namespace, service = %service,
-                              down_for = %human_duration(*down_for), "dry run: would exempt the webhook's own namespace");
+                              down_for = %text::duration(*down_for), "dry run: would exempt the webhook's own namespace");
                     }
                 }
                 Step::Restore { .. } => {

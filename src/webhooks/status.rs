@@ -16,7 +16,7 @@ use super::{
     endpoints::ready_now,
     kinds,
 };
-use crate::{Result, discovery, status::human_age};
+use crate::{Result, discovery, text};
 
 /// One webhook that is down or exempted.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -56,7 +56,7 @@ impl WebhookRow {
     pub fn describe(&self) -> String {
         let ago = self
             .exempted_seconds
-            .map(|s| format!(" {} ago", human_age(s)))
+            .map(|s| format!(" {} ago", text::age(s)))
             .unwrap_or_default();
         let ns = &self.namespace;
         match self.state {
