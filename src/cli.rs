@@ -538,6 +538,7 @@ impl RunArgs {
             dry_run: self.dry_run,
             node: crate::events::node_name(self.node_name.as_deref())?,
             concurrency: 2,
+            resync: self.resync_period,
         })
     }
 

@@ -1,7 +1,8 @@
-//! The watch of one resource, the same for both modes: kube-runtime's watcher on the
-//! labelled objects (selection on the server, by label key), which pages the list,
-//! resumes from the last resourceVersion, relists on a 410 event and backs off a failing
-//! server (0.8 s to 30 s, jittered). Around it, what a real cluster needs besides:
+//! Every watch of the process goes through here (the labelled objects or unbound pods, the
+//! webhook configurations, a webhook service's EndpointSlices): kube-runtime's watcher
+//! with the server's selection, which pages the list, resumes from the last
+//! resourceVersion, relists on a 410 event and backs off a failing server (0.8 s to 30 s,
+//! jittered). Around it (`Events`), what a real cluster needs besides:
 //!
 //! - a full relist every `--resync-period`, which bounds any blindness (a watch resumed
 //!   from a version the server has not reached since an etcd restore is accepted and
@@ -9,21 +10,24 @@
 //!   server's revision, and a revision lower than one already seen is said out loud;
 //! - a relist when a watch start is answered with an HTTP 410 or 504, which the watcher
 //!   alone would retry from the same version for ever;
-//! - `/readyz` and the restart metric, fed with the real reason of every failure.
+//! - `/readyz`, the restart metric and the "watch failed"/"watch recovered" lines, fed
+//!   with the real reason of every failure.
 //!
-//! Objects go into the reflector's store (trimmed), and the key of every applied one that
-//! needs work is yielded for the work queue; a list's objects only once the list is done,
+//! The watch of objects to clear (`Watch`) puts them into the reflector's store (trimmed),
+//! and yields the key of every applied one that needs work for the work queue; a list's objects only once the list is done,
 //! when the store holds them (before, a relist's new objects were looked up in the old
 //! store, not found, and skipped until the next resync).
 
 use std::{
+    fmt::Debug,
+    pin::Pin,
     sync::Arc,
     time::{Duration, Instant},
 };
 
 use futures::{Stream, StreamExt, stream::BoxStream};
 use kube::{
-    Api,
+    Api, Resource,
     api::ListParams,
     runtime::{
         WatchStreamExt,
@@ -31,6 +35,7 @@ use kube::{
         watcher,
     },
 };
+use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
 use crate::{
@@ -78,12 +83,8 @@ pub(crate) fn cause(e: &watcher::Error) -> &'static str {
     }
 }
 
-/// The failure in words, with what to do about a 401 or 403.
-pub(crate) fn reason(e: &watcher::Error) -> String {
-    reason_with(e, crate::failure::RBAC_HINT)
-}
-
-/// As `reason`, with the hint for a 403 of the watch's own manifest.
+/// The failure in words, with what to do about a 401 or 403 (`rbac_hint`: the watch's own
+/// manifest).
 pub(crate) fn reason_with(e: &watcher::Error, rbac_hint: &str) -> String {
     let (what, status) = match e {
         watcher::Error::InitialListFailed(e) => ("list failed", describe(e)),
@@ -121,22 +122,214 @@ fn needs_relist(e: &watcher::Error) -> bool {
     matches!(e, watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 410 || s.code == 504)
 }
 
+/// Which objects the server sends: by label, by field, or both.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    pub labels: Option<String>,
+    pub fields: Option<String>,
+}
+
+impl Filter {
+    pub fn labels(selector: &str) -> Filter {
+        Filter {
+            labels: Some(selector.to_string()),
+            fields: None,
+        }
+    }
+
+    fn watcher(&self) -> watcher::Config {
+        let mut config = watcher::Config::default();
+        if let Some(l) = &self.labels {
+            config = config.labels(l);
+        }
+        if let Some(f) = &self.fields {
+            config = config.fields(f);
+        }
+        config
+    }
+
+    fn list(&self) -> ListParams {
+        let mut params = ListParams::default();
+        if let Some(l) = &self.labels {
+            params = params.labels(l);
+        }
+        if let Some(f) = &self.fields {
+            params = params.fields(f);
+        }
+        params
+    }
+}
+
+/// One watch: its name in logs and `/readyz`, what it selects, how often it lists
+/// everything again, and where it reports.
+pub struct Spec {
+    pub name: String,
+    pub filter: Filter,
+    pub resync: Duration,
+    /// What to grant when the server answers 403.
+    pub rbac_hint: &'static str,
+    pub health: Arc<Health>,
+    /// Its entry in `health` (`Health::add_watch`).
+    pub index: usize,
+    pub metrics: Arc<Metrics>,
+}
+
+/// The events of one watch with every failure handled here: `next` never ends and never
+/// fails. After a relist (a resync, a 410) the events are `Init`, the objects, `InitDone`.
+pub struct Events<K: Resource + 'static> {
+    api: Api<K>,
+    spec: Spec,
+    inner: BoxStream<'static, watcher::Result<watcher::Event<K>>>,
+    /// When to list everything again; one timer for the watch's life, not one per event.
+    resync_at: Pin<Box<tokio::time::Sleep>>,
+    /// The highest resourceVersion seen, to notice the server's going backwards.
+    highest: u64,
+    /// Since when, and how many times, the watch has been failing.
+    failing: Option<(Instant, u32)>,
+}
+
+impl<K> Events<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    pub fn new(api: Api<K>, spec: Spec) -> Self {
+        Events {
+            inner: start(&api, &spec),
+            resync_at: Box::pin(tokio::time::sleep(spec.resync)),
+            api,
+            spec,
+            highest: 0,
+            failing: None,
+        }
+    }
+
+    pub async fn next(&mut self) -> watcher::Event<K> {
+        loop {
+            let event = tokio::select! {
+                event = self.inner.next() => event,
+                _ = self.resync_at.as_mut() => {
+                    self.resync().await;
+                    continue;
+                }
+            };
+            match event {
+                Some(Ok(event)) => {
+                    self.seen(&event);
+                    return event;
+                }
+                Some(Err(e)) => self.failed(e),
+                None => self.inner = start(&self.api, &self.spec),
+            }
+        }
+    }
+
+    fn seen(&mut self, event: &watcher::Event<K>) {
+        let s = &self.spec;
+        // `Init` comes before the list is even asked for: it proves nothing.
+        if !matches!(event, watcher::Event::Init) {
+            if let Some((since, attempts)) = self.failing.take() {
+                info!(resource = %s.name, after = ?since.elapsed(), attempts, "watch recovered");
+            }
+            s.health.watch_ok(s.index);
+        }
+        match event {
+            watcher::Event::InitApply(o) | watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                self.highest = self.highest.max(version(o));
+            }
+            watcher::Event::InitDone => s.health.synced(s.index),
+            watcher::Event::Init => {}
+        }
+    }
+
+    fn failed(&mut self, e: watcher::Error) {
+        let s = &self.spec;
+        let cause = cause(&e);
+        s.metrics.watch_restart(cause);
+        let (_, attempts) = self.failing.get_or_insert((Instant::now(), 0));
+        *attempts += 1;
+        if cause == "expired" {
+            info!(resource = %s.name, "resource version expired; listing again");
+            return;
+        }
+        let why = reason_with(&e, s.rbac_hint);
+        s.health.watch_failed(s.index, why.clone());
+        let (code, reason) = status_fields(&e);
+        warn!(resource = %s.name, error = %why, status.code = code,
+              status.reason = reason.map(tracing::field::display), "watch failed; retrying with backoff");
+        if needs_relist(&e) {
+            self.inner = start(&self.api, &self.spec);
+        }
+    }
+
+    /// Reads the server's revision, then lists everything again.
+    async fn resync(&mut self) {
+        let s = &self.spec;
+        self.resync_at
+            .as_mut()
+            .reset(tokio::time::Instant::now() + s.resync);
+        let probe = s.filter.list().limit(1);
+        if let Ok(list) = self.api.list(&probe).await
+            && let Some(now) = list
+                .metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+        {
+            if now < self.highest {
+                warn!(resource = %s.name, from = self.highest, to = now,
+                      "the server's revision went backwards: etcd restored from a snapshot? listing everything again");
+                s.metrics.watch_restart("revision_backwards");
+            }
+            self.highest = now;
+        }
+        self.inner = start(&self.api, &self.spec);
+    }
+}
+
+fn start<K>(api: &Api<K>, spec: &Spec) -> BoxStream<'static, watcher::Result<watcher::Event<K>>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher(api.clone(), spec.filter.watcher())
+        .default_backoff()
+        .boxed()
+}
+
+fn version<K: Resource>(obj: &K) -> u64 {
+    obj.meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The field selector of unbound pods.
+pub const UNBOUND: &str = "spec.nodeName=";
+
+impl Selector {
+    fn filter(&self, label_key: &str) -> Filter {
+        match self {
+            Selector::Labelled => Filter::labels(label_key),
+            Selector::Unbound => Filter {
+                labels: None,
+                fields: Some(UNBOUND.to_string()),
+            },
+        }
+    }
+}
+
 struct State {
-    watch: Watch,
-    index: usize,
+    events: Events<Held>,
+    label_key: String,
+    selector: Selector,
+    resource: String,
+    wanted: Box<dyn Fn(&Held) -> bool + Send + Sync>,
     writer: Writer<Held>,
     store: Store<Held>,
     dyntype: Kind,
     /// Objects of a list just completed, still to hand to the queue.
     replay: Vec<Arc<Held>>,
-    inner: BoxStream<'static, watcher::Result<watcher::Event<Held>>>,
-    /// When to list everything again; one timer for the watch's life, not one per event.
-    resync_at: std::pin::Pin<Box<tokio::time::Sleep>>,
-    /// The highest resourceVersion seen, to notice the server's going backwards.
-    highest: u64,
     listed: usize,
-    /// Since when, and how many times, the watch has been failing.
-    failing: Option<(Instant, u32)>,
 }
 
 impl Watch {
@@ -150,44 +343,32 @@ impl Watch {
         let index = self
             .health
             .add_watch(&self.resource, self.api.resource_url());
+        let spec = Spec {
+            name: self.resource.clone(),
+            filter: self.selector.filter(&self.label_key),
+            resync: self.resync,
+            rbac_hint: crate::failure::RBAC_HINT,
+            health: self.health,
+            index,
+            metrics: self.metrics,
+        };
         let state = State {
+            events: Events::new(self.api, spec),
+            label_key: self.label_key,
+            selector: self.selector,
+            resource: self.resource,
+            wanted: self.wanted,
             store: writer.as_reader(),
+            writer,
             dyntype,
             replay: Vec::new(),
-            inner: start(&self),
-            resync_at: Box::pin(tokio::time::sleep(self.resync)),
-            watch: self,
-            index,
-            writer,
-            highest: 0,
             listed: 0,
-            failing: None,
         };
         futures::stream::unfold(state, |mut st| async move {
             let key = st.next().await;
             Some((key, st))
         })
     }
-}
-
-/// The field selector of unbound pods.
-pub const UNBOUND: &str = "spec.nodeName=";
-
-fn start(w: &Watch) -> BoxStream<'static, watcher::Result<watcher::Event<Held>>> {
-    let config = match w.selector {
-        Selector::Labelled => watcher::Config::default().labels(&w.label_key),
-        Selector::Unbound => watcher::Config::default().fields(UNBOUND),
-    };
-    watcher(w.api.clone(), config).default_backoff().boxed()
-}
-
-fn version(obj: &Held) -> u64 {
-    obj.metadata
-        .meta
-        .resource_version
-        .as_deref()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// The queue's key of an object: its names and the resource, without the uid and version
@@ -205,43 +386,22 @@ impl State {
     async fn next(&mut self) -> ObjectRef<Held> {
         loop {
             if let Some(obj) = self.replay.pop() {
-                if (self.watch.wanted)(&obj) {
+                if (self.wanted)(&obj) {
                     return queue_key(&obj, &self.dyntype);
                 }
                 continue;
             }
-            let event = tokio::select! {
-                event = self.inner.next() => event,
-                _ = self.resync_at.as_mut() => {
-                    self.resync().await;
-                    continue;
-                }
-            };
-            match event {
-                Some(Ok(event)) => {
-                    let key = &self.watch.label_key;
-                    let event = event.modify(|o| o.trim(key));
-                    if let Some(obj) = self.apply(event)
-                        && (self.watch.wanted)(&obj)
-                    {
-                        return queue_key(&obj, &self.dyntype);
-                    }
-                }
-                Some(Err(e)) => self.failed(e),
-                None => self.inner = start(&self.watch),
+            let key = &self.label_key;
+            let event = self.events.next().await.modify(|o| o.trim(key));
+            if let Some(obj) = self.apply(event)
+                && (self.wanted)(&obj)
+            {
+                return queue_key(&obj, &self.dyntype);
             }
         }
     }
 
     fn apply(&mut self, event: watcher::Event<Held>) -> Option<Held> {
-        let w = &self.watch;
-        // `Init` comes before the list is even asked for: it proves nothing.
-        if !matches!(event, watcher::Event::Init) {
-            if let Some((since, attempts)) = self.failing.take() {
-                info!(resource = %w.resource, after = ?since.elapsed(), attempts, "watch recovered");
-            }
-            w.health.watch_ok(self.index);
-        }
         self.writer.apply_watcher_event(&event);
         match event {
             watcher::Event::Init => {
@@ -250,81 +410,25 @@ impl State {
             }
             // A listed object reaches the store only when the whole list is done: the
             // queue, whose workers read the store, hears of it then (see `InitDone`).
-            watcher::Event::InitApply(obj) => {
+            watcher::Event::InitApply(_) => {
                 self.listed += 1;
-                self.highest = self.highest.max(version(&obj));
                 None
             }
-            watcher::Event::Apply(obj) => {
-                self.highest = self.highest.max(version(&obj));
-                Some(obj)
-            }
-            watcher::Event::Delete(obj) => {
-                self.highest = self.highest.max(version(&obj));
-                None
-            }
+            watcher::Event::Apply(obj) => Some(obj),
+            watcher::Event::Delete(_) => None,
             watcher::Event::InitDone => {
-                match w.selector {
+                match self.selector {
                     Selector::Labelled => {
-                        info!(resource = %w.resource, labelled = self.listed, label_key = %w.label_key, "listed; watching")
+                        info!(resource = %self.resource, labelled = self.listed, label_key = %self.label_key, "listed; watching")
                     }
                     Selector::Unbound => {
-                        info!(resource = %w.resource, unbound = self.listed, field_selector = UNBOUND, "listed; watching")
+                        info!(resource = %self.resource, unbound = self.listed, field_selector = UNBOUND, "listed; watching")
                     }
                 }
-                w.health.synced(self.index);
                 self.replay = self.store.state();
                 None
             }
         }
-    }
-
-    fn failed(&mut self, e: watcher::Error) {
-        let w = &self.watch;
-        let cause = cause(&e);
-        w.metrics.watch_restart(cause);
-        let why = reason(&e);
-        let (_, attempts) = self.failing.get_or_insert((Instant::now(), 0));
-        *attempts += 1;
-        if cause == "expired" {
-            info!(resource = %w.resource, "resource version expired; listing again");
-            return;
-        }
-        w.health.watch_failed(self.index, why.clone());
-        let (code, reason) = status_fields(&e);
-        warn!(resource = %w.resource, error = %why, status.code = code,
-              status.reason = reason.map(tracing::field::display), "watch failed; retrying with backoff");
-        if needs_relist(&e) {
-            self.inner = start(&self.watch);
-        }
-    }
-
-    /// Reads the server's revision, then lists everything again.
-    async fn resync(&mut self) {
-        let w = &self.watch;
-        self.resync_at
-            .as_mut()
-            .reset(tokio::time::Instant::now() + w.resync);
-        let probe = match w.selector {
-            Selector::Labelled => ListParams::default().labels(&w.label_key),
-            Selector::Unbound => ListParams::default().fields(UNBOUND),
-        }
-        .limit(1);
-        if let Ok(list) = w.api.list(&probe).await
-            && let Some(now) = list
-                .metadata
-                .resource_version
-                .as_deref()
-                .and_then(|v| v.parse::<u64>().ok())
-        {
-            if now < self.highest {
-                warn!(resource = %w.resource, from = self.highest, to = now,
-                      "the server's revision went backwards: etcd restored from a snapshot? listing everything again");
-                w.metrics.watch_restart("revision_backwards");
-            }
-            self.highest = now;
-        }
-        self.inner = start(&self.watch);
     }
 }
 

@@ -410,6 +410,54 @@ async fn leaves_alone_what_is_not_its_to_touch() {
     }
 }
 
+/// The server's revision goes backwards (etcd restored from a snapshot): the watches of
+/// the webhook configurations and of the endpoints resume from a version the server has
+/// not reached and hear nothing. The resync lists them again, so a deadlock that starts
+/// after the restore is still broken.
+#[tokio::test]
+async fn a_deadlock_after_an_etcd_restore_is_still_broken() {
+    let bed = Bed::modern().await;
+    let snapshot = bed.double.snapshot();
+    let metainit = bed.metainit(&[
+        "--webhooks",
+        "--webhook-grace",
+        "1s",
+        "--resync-period",
+        "1s",
+    ]);
+    // A first deadlock, exempted and restored: the watches have seen every change so far.
+    serve(&bed.double, "first", "first-svc", false);
+    bed.double
+        .create(
+            VWC,
+            "",
+            config(
+                "first",
+                true,
+                "validate.first.example.com",
+                "Fail",
+                "first",
+                "first-svc",
+            ),
+        )
+        .expect("configuration");
+    until_admitted(&bed, "first", "the first webhook's namespace").await;
+    set_ready(&bed.double, "first", "first-svc", true);
+    eventually("the first exemption removed", WAIT, || {
+        patches_to(&bed, "validatingwebhookconfigurations", "first").len() == 2
+    })
+    .await;
+    let seen = bed.double.resource_version();
+    bed.double.restore(&snapshot);
+    gatekeeper(&bed, false);
+    assert!(
+        bed.double.resource_version() < seen,
+        "the new configuration's revision is below what metainit saw"
+    );
+    until_admitted(&bed, "gk", "the webhook's own namespace, after the restore").await;
+    assert!(metainit.stop().await.success());
+}
+
 #[tokio::test]
 async fn endpoints_flapping_faster_than_the_grace_period_cause_no_patch() {
     let bed = Bed::modern().await;

@@ -27,10 +27,9 @@ use std::{
 use futures::{Stream, StreamExt};
 use k8s_openapi::jiff::Timestamp;
 use kube::{
-    Api, Client, Resource,
+    Api, Client, Resource, ResourceExt,
     api::{ApiResource, DynamicObject},
     runtime::{
-        WatchStreamExt,
         reflector::{ObjectRef, Store, store::Writer},
         watcher,
     },
@@ -46,7 +45,7 @@ use crate::{
     failure::{self, Failure, describe, status_fields},
     metrics::Metrics,
     queue::Queue,
-    text,
+    text, watch,
 };
 use decide::{ANNOTATION, Endpoints, Hook, Service, Step};
 use endpoints::Services;
@@ -81,6 +80,8 @@ pub struct Settings {
     pub dry_run: bool,
     pub node: String,
     pub concurrency: usize,
+    /// How often every watch lists everything again (`--resync-period`).
+    pub resync: Duration,
 }
 
 /// Where the state of a service's endpoints comes from: the watches of the daemon, or
@@ -186,6 +187,7 @@ pub async fn run(
         origin,
         health.clone(),
         metrics.clone(),
+        settings.resync,
         wake,
     );
     let mut stores = Vec::new();
@@ -194,14 +196,16 @@ pub async fn run(
         let writer: Writer<DynamicObject> = Writer::new(ar.clone());
         stores.push((ar.clone(), writer.as_reader()));
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        sources.push(follow(
-            api,
-            ar,
-            settings.label_key.clone(),
-            writer,
-            health.clone(),
-            metrics.clone(),
-        ));
+        let spec = watch::Spec {
+            name: ar.plural.clone(),
+            filter: watch::Filter::labels(&settings.label_key),
+            resync: settings.resync,
+            rbac_hint: RBAC_HINT,
+            health: health.clone(),
+            index: health.add_watch(&ar.plural, api.resource_url()),
+            metrics: metrics.clone(),
+        };
+        sources.push(follow(api, ar, settings.label_key.clone(), writer, spec));
     }
     {
         let stores: Vec<Store<DynamicObject>> = stores.iter().map(|(_, s)| s.clone()).collect();
@@ -263,80 +267,73 @@ fn follow(
     api: Api<DynamicObject>,
     ar: ApiResource,
     label_key: String,
-    mut writer: Writer<DynamicObject>,
-    health: Arc<Health>,
-    metrics: Arc<Metrics>,
+    writer: Writer<DynamicObject>,
+    spec: watch::Spec,
 ) -> std::pin::Pin<Box<dyn Stream<Item = String> + Send>> {
-    let name = ar.plural.clone();
-    let index = health.add_watch(&name, api.resource_url());
-    let mut failing: Option<(std::time::Instant, u32)> = None;
-    let mut known: HashSet<String> = HashSet::new();
-    let mut listed: HashSet<String> = HashSet::new();
-    watcher(api, watcher::Config::default().labels(&label_key))
-        .default_backoff()
-        .flat_map(move |event| {
-            let keys: Vec<String> = match event {
-                Err(e) => {
-                    let cause = crate::watch::cause(&e);
-                    metrics.watch_restart(cause);
-                    failing.get_or_insert((std::time::Instant::now(), 0)).1 += 1;
-                    if cause != "expired" {
-                        let why = crate::watch::reason_with(&e, RBAC_HINT);
-                        health.watch_failed(index, why.clone());
-                        let (code, reason) = crate::watch::status_fields(&e);
-                        warn!(resource = %name, error = %why, status.code = code,
-                              status.reason = reason.map(tracing::field::display), "watch failed; retrying with backoff");
-                    }
-                    Vec::new()
-                }
-                Ok(event) => {
-                    if !matches!(event, watcher::Event::Init) {
-                        if let Some((since, attempts)) = failing.take() {
-                            info!(resource = %name, after = ?since.elapsed(), attempts, "watch recovered");
-                        }
-                        health.watch_ok(index);
-                    }
-                    writer.apply_watcher_event(&event);
-                    match event {
-                        watcher::Event::Init => {
-                            listed.clear();
-                            Vec::new()
-                        }
-                        watcher::Event::InitApply(o) => {
-                            listed.insert(key_of(&ar, &o.name_any()));
-                            Vec::new()
-                        }
-                        watcher::Event::InitDone => {
-                            info!(resource = %name, labelled = listed.len(), label_key = %label_key, "listed; watching");
-                            health.synced(index);
-                            let all: Vec<String> = known.union(&listed).cloned().collect();
-                            known = std::mem::take(&mut listed);
-                            all
-                        }
-                        watcher::Event::Apply(o) => {
-                            let k = key_of(&ar, &o.name_any());
-                            known.insert(k.clone());
-                            vec![k]
-                        }
-                        watcher::Event::Delete(o) => {
-                            let k = key_of(&ar, &o.name_any());
-                            if records_of(&o).is_ok_and(|r| !r.is_empty()) {
-                                warn!(config = %k, annotation = ANNOTATION,
-                                      "a configuration metainit had exempted was deleted or lost the label key: \
-                                       metainit no longer sees it, and its exemption stays until removed by hand");
-                            }
-                            known.remove(&k);
-                            vec![k]
-                        }
-                    }
-                }
-            };
-            futures::stream::iter(keys)
-        })
-        .boxed()
+    let state = Configs {
+        events: watch::Events::new(api, spec),
+        ar,
+        label_key,
+        writer,
+        known: HashSet::new(),
+        listed: HashSet::new(),
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        let keys = st.next().await;
+        Some((futures::stream::iter(keys), st))
+    })
+    .flatten()
+    .boxed()
 }
 
-use kube::ResourceExt;
+/// The watch of one kind of configuration, and the keys it knows.
+struct Configs {
+    events: watch::Events<DynamicObject>,
+    ar: ApiResource,
+    label_key: String,
+    writer: Writer<DynamicObject>,
+    known: HashSet<String>,
+    listed: HashSet<String>,
+}
+
+impl Configs {
+    /// The keys the next event names (none for most events of a list).
+    async fn next(&mut self) -> Vec<String> {
+        let event = self.events.next().await;
+        self.writer.apply_watcher_event(&event);
+        match event {
+            watcher::Event::Init => {
+                self.listed.clear();
+                Vec::new()
+            }
+            watcher::Event::InitApply(o) => {
+                self.listed.insert(key_of(&self.ar, &o.name_any()));
+                Vec::new()
+            }
+            watcher::Event::InitDone => {
+                info!(resource = %self.ar.plural, labelled = self.listed.len(), label_key = %self.label_key, "listed; watching");
+                let all: Vec<String> = self.known.union(&self.listed).cloned().collect();
+                self.known = std::mem::take(&mut self.listed);
+                all
+            }
+            watcher::Event::Apply(o) => {
+                let k = key_of(&self.ar, &o.name_any());
+                self.known.insert(k.clone());
+                vec![k]
+            }
+            watcher::Event::Delete(o) => {
+                let k = key_of(&self.ar, &o.name_any());
+                if records_of(&o).is_ok_and(|r| !r.is_empty()) {
+                    warn!(config = %k, annotation = ANNOTATION,
+                          "a configuration metainit had exempted was deleted or lost the label key: \
+                           metainit no longer sees it, and its exemption stays until removed by hand");
+                }
+                self.known.remove(&k);
+                vec![k]
+            }
+        }
+    }
+}
 
 impl Engine {
     async fn work(self: Arc<Self>, queue: &Queue<String>, key: String) {
