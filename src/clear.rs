@@ -80,7 +80,7 @@ impl Clearer {
                     events::cleared_event(
                         &self.target.resource,
                         obj,
-                        self.mode.event_reason(),
+                        self.mode,
                         &names,
                         &self.node,
                     ),

@@ -41,7 +41,7 @@ use tracing::{info, warn};
 use crate::{
     admin::Health,
     failure::describe,
-    metrics::Metrics,
+    metrics::{Metrics, WatchCause},
     object::{Held, Kind},
 };
 
@@ -72,20 +72,20 @@ pub struct Watch {
 }
 
 /// Why the watch restarted, for the metric.
-pub(crate) fn cause(e: &watcher::Error) -> &'static str {
+fn cause(e: &watcher::Error) -> WatchCause {
     match e {
-        watcher::Error::InitialListFailed(_) => "list_failed",
-        watcher::Error::WatchStartFailed(_) => "watch_start_failed",
-        watcher::Error::WatchError(s) if s.code == 410 => "expired",
-        watcher::Error::WatchError(_) => "watch_error",
-        watcher::Error::WatchFailed(_) => "stream_failed",
-        watcher::Error::NoResourceVersion => "no_resource_version",
+        watcher::Error::InitialListFailed(_) => WatchCause::ListFailed,
+        watcher::Error::WatchStartFailed(_) => WatchCause::WatchStartFailed,
+        watcher::Error::WatchError(s) if s.code == 410 => WatchCause::Expired,
+        watcher::Error::WatchError(_) => WatchCause::WatchError,
+        watcher::Error::WatchFailed(_) => WatchCause::StreamFailed,
+        watcher::Error::NoResourceVersion => WatchCause::NoResourceVersion,
     }
 }
 
 /// The failure in words, with what to do about a 401 or 403 (`rbac_hint`: the watch's own
 /// manifest).
-pub(crate) fn reason_with(e: &watcher::Error, rbac_hint: &str) -> String {
+fn reason_with(e: &watcher::Error, rbac_hint: &str) -> String {
     let (what, status) = match e {
         watcher::Error::InitialListFailed(e) => ("list failed", describe(e)),
         watcher::Error::WatchStartFailed(e) => ("watch start failed", describe(e)),
@@ -107,7 +107,7 @@ pub(crate) fn reason_with(e: &watcher::Error, rbac_hint: &str) -> String {
 }
 
 /// The server's answer behind a failure, as log fields (see `failure::status_fields`).
-pub(crate) fn status_fields(e: &watcher::Error) -> (Option<u16>, Option<&str>) {
+fn status_fields(e: &watcher::Error) -> (Option<u16>, Option<&str>) {
     match e {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
@@ -247,7 +247,7 @@ where
         s.metrics.watch_restart(cause);
         let (_, attempts) = self.failing.get_or_insert((Instant::now(), 0));
         *attempts += 1;
-        if cause == "expired" {
+        if cause == WatchCause::Expired {
             info!(resource = %s.name, "resource version expired; listing again");
             return;
         }
@@ -278,7 +278,7 @@ where
             if now < self.highest {
                 warn!(resource = %s.name, from = self.highest, to = now,
                       "the server's revision went backwards: etcd restored from a snapshot? listing everything again");
-                s.metrics.watch_restart("revision_backwards");
+                s.metrics.watch_restart(WatchCause::RevisionBackwards);
             }
             self.highest = now;
         }

@@ -53,24 +53,47 @@ use endpoints::Services;
 pub const GROUP: &str = "admissionregistration.k8s.io";
 
 /// The two kinds of webhook configuration (admissionregistration.k8s.io/v1, cluster-scoped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigKind {
+    Mutating,
+    Validating,
+}
+
+impl ConfigKind {
+    pub const ALL: [ConfigKind; 2] = [ConfigKind::Mutating, ConfigKind::Validating];
+
+    /// `mutating` or `validating`, as `status` shows it.
+    pub fn label(self) -> &'static str {
+        match self {
+            ConfigKind::Mutating => "mutating",
+            ConfigKind::Validating => "validating",
+        }
+    }
+
+    pub fn resource(self) -> ApiResource {
+        let (kind, plural) = match self {
+            ConfigKind::Mutating => (
+                "MutatingWebhookConfiguration",
+                "mutatingwebhookconfigurations",
+            ),
+            ConfigKind::Validating => (
+                "ValidatingWebhookConfiguration",
+                "validatingwebhookconfigurations",
+            ),
+        };
+        ApiResource {
+            group: GROUP.into(),
+            version: "v1".into(),
+            api_version: format!("{GROUP}/v1"),
+            kind: kind.into(),
+            plural: plural.into(),
+        }
+    }
+}
+
+/// The resources of the two kinds of webhook configuration.
 pub fn kinds() -> [ApiResource; 2] {
-    let kind = |kind: &str, plural: &str| ApiResource {
-        group: GROUP.into(),
-        version: "v1".into(),
-        api_version: format!("{GROUP}/v1"),
-        kind: kind.into(),
-        plural: plural.into(),
-    };
-    [
-        kind(
-            "MutatingWebhookConfiguration",
-            "mutatingwebhookconfigurations",
-        ),
-        kind(
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-        ),
-    ]
+    ConfigKind::ALL.map(ConfigKind::resource)
 }
 
 /// What the engine needs from the command line.
@@ -614,7 +637,7 @@ impl Engine {
                     events::webhook_event(
                         ar,
                         &obj.metadata,
-                        events::WEBHOOK_EXEMPTED,
+                        events::Reason::WebhookSelfExempted,
                         message,
                         node,
                     ),
@@ -666,7 +689,7 @@ impl Engine {
                     events::webhook_event(
                         ar,
                         &obj.metadata,
-                        events::WEBHOOK_RESTORED,
+                        events::Reason::WebhookRestored,
                         message,
                         node,
                     ),

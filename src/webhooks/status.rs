@@ -12,9 +12,9 @@ use kube::{
 use serde::Serialize;
 
 use super::{
+    ConfigKind,
     decide::{self, ANNOTATION, Service},
     endpoints::ready_now,
-    kinds,
 };
 use crate::{Result, discovery, text};
 
@@ -130,17 +130,13 @@ pub async fn list(
     deadline: Option<Duration>,
 ) -> Result<Vec<WebhookRow>> {
     let mut configs = Vec::new();
-    for ar in kinds() {
+    for kind in ConfigKind::ALL {
+        let ar = kind.resource();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
         let params = ListParams::default().labels(label_key);
         let what = format!("LIST {}", ar.plural);
         let list = discovery::with_retries(&what, url, deadline, || api.list(&params)).await?;
-        let kind = if ar.kind.starts_with("Mutating") {
-            "mutating"
-        } else {
-            "validating"
-        };
-        configs.extend(list.items.into_iter().map(|o| (kind, o)));
+        configs.extend(list.items.into_iter().map(|o| (kind.label(), o)));
     }
     let mut ready = HashMap::new();
     for s in decide::guarded_services(configs.iter().map(|(_, o)| &o.data)) {
