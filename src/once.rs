@@ -90,6 +90,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         _ = setup::stopped(stop.clone()) => return Ok(interrupted("the server answered")),
     };
     let mut total = Summary::default();
+    // One budget for every resource: it starts once the first list is done.
+    let mut deadline: Option<Instant> = None;
     let mut stopping: Option<Instant> = None;
     let mut unlisted = 0;
     let mut webhooks = None;
@@ -122,7 +124,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         };
         warn_unused_only(clearer, &args.only, &objects);
         let count = objects.len();
-        let deadline = Instant::now() + timeout;
+        let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
         let mut results = futures::stream::iter(objects)
             .map(|obj| {
                 let stop = stop.clone();
