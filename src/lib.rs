@@ -17,6 +17,7 @@ pub mod logging;
 pub mod metrics;
 pub mod object;
 pub mod once;
+pub mod output;
 pub mod queue;
 pub mod release;
 pub mod setup;

@@ -40,7 +40,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
             Default::default(),
             None,
         )?;
-        println!("configuration OK");
+        metainit::output::print("configuration OK\n")?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.once {

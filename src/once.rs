@@ -175,10 +175,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     }
     // No mode: a 1.21 to 1.25 server, with nothing to clear; only the webhooks' tallies.
     if mode.is_some() {
-        println!("{total}");
+        crate::output::print(&format!("{total}\n"))?;
     }
     if let Some(w) = &webhooks {
-        println!("{w}");
+        crate::output::print(&format!("{w}\n"))?;
     }
     Ok(if all_done {
         ExitCode::SUCCESS

@@ -485,8 +485,7 @@ fn print(report: &Report, output: Output) -> Result<()> {
             serde_saphyr::to_string(report).map_err(|e| Error::Output(e.to_string()))?
         }
     };
-    print!("{text}");
-    Ok(())
+    crate::output::print(&text)
 }
 
 #[cfg(test)]
