@@ -119,7 +119,9 @@ async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
     // Deleted since it was queued: its track is swept with the others.
     let Some(obj) = ctx.store.get(&key) else {
         if let Some(r) = &ctx.release {
-            r.pace.forget(&ref_key(&key));
+            let key = ref_key(&key);
+            r.pace.forget(&key);
+            r.said.forget(&key);
         }
         return;
     };
@@ -134,6 +136,11 @@ async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
             ctx.clearer.report(&id, &f, failures, Some(wait));
         }
     }
+}
+
+/// The keys (`namespace/name`) of every object in the store.
+fn stored_keys(store: &Store<Held>) -> std::collections::HashSet<String> {
+    store.state().iter().map(|o| o.key()).collect()
 }
 
 /// `namespace/name`, as `Held::key` writes it.
@@ -157,8 +164,7 @@ async fn reconcile(obj: &Held, ctx: &Ctx) -> Result<Option<Duration>, Failure> {
         ctx.tracks.pending(&key, obj.uid());
         // Objects deleted while pending leave a track behind: sweep now and then.
         if ctx.tracks.len() > 2 * ctx.store.len() + 64 {
-            let keys: std::collections::HashSet<String> =
-                ctx.store.state().iter().map(|o| o.key()).collect();
+            let keys = stored_keys(&ctx.store);
             ctx.tracks.retain(|k| keys.contains(k));
         }
     }
@@ -181,6 +187,7 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
     let due = match r.rules.verdict(obj, Timestamp::now()) {
         Verdict::None => {
             r.pace.forget(&key);
+            r.said.forget(&key);
             return Ok(None);
         }
         Verdict::Later(wait) => {
@@ -193,6 +200,11 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
         Verdict::Due(due) => due,
     };
     if dry_run {
+        // Pods deleted once said leave an entry behind: sweep now and then.
+        if r.said.len() > 2 * ctx.store.len() + 64 {
+            let keys = stored_keys(&ctx.store);
+            r.said.retain(|k| keys.contains(k));
+        }
         if r.said.first(&key, obj.uid(), true) {
             for d in &due {
                 info!(object = %key, gate = %d.gate, age = %crate::text::age_of(d.age), rule = %d.rule,

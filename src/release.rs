@@ -273,6 +273,28 @@ impl Said {
         said.insert(key.to_string(), now);
         true
     }
+
+    /// Forgets a pod deleted or no longer under a rule: what was said of it is over.
+    pub fn forget(&self, key: &str) {
+        self.lock().remove(key);
+    }
+
+    /// Keeps only the pods `keep` names (the ones still in the store).
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.lock().retain(|k, _| keep(k));
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Option<String>, bool)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// What the daemon's work on unlabelled pods needs: the rules, the pace, and in a dry run
@@ -491,5 +513,17 @@ mod tests {
         assert!(said.first("ns/p", Some("u"), true));
         assert!(!said.first("ns/p", Some("u"), true));
         assert!(said.first("ns/p", Some("v"), true), "re-created");
+    }
+
+    #[test]
+    fn said_forgets_a_pod_gone_or_no_longer_ruled() {
+        let said = Said::default();
+        said.first("ns/p", Some("u"), false);
+        said.first("ns/q", Some("w"), true);
+        said.forget("ns/p");
+        assert_eq!(said.len(), 1);
+        said.retain(|k| k != "ns/q");
+        assert!(said.is_empty(), "nothing left behind");
+        assert!(said.first("ns/p", Some("u"), false), "said again");
     }
 }

@@ -668,6 +668,34 @@ async fn the_daemon_with_dry_run_says_and_writes_nothing() {
     metainit.stop().await;
 }
 
+/// A dry run says what it would do once per outage, not once for ever: a second outage
+/// of the same webhook is said again.
+#[tokio::test]
+async fn the_daemon_with_dry_run_says_each_outage_once() {
+    let bed = Bed::modern().await;
+    gatekeeper(&bed, false);
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s", "--dry-run"]);
+    let said = || {
+        metainit
+            .log()
+            .iter()
+            .filter(|l| {
+                l.contains(msg::WOULD_EXEMPT) && l.contains("webhook=validate.gk.example.com")
+            })
+            .count()
+    };
+    eventually("the first outage said", WAIT, || said() == 1).await;
+    set_ready(&bed.double, "gk", "gk-svc", true);
+    metainit
+        .logged("the service back", |l| {
+            l.contains("has a ready endpoint again")
+        })
+        .await;
+    set_ready(&bed.double, "gk", "gk-svc", false);
+    eventually("the second outage said", WAIT, || said() == 2).await;
+    metainit.stop().await;
+}
+
 #[tokio::test]
 async fn three_replicas_exempt_once_and_restore_once() {
     let bed = Bed::modern().await;

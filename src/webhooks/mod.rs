@@ -177,12 +177,18 @@ struct Engine {
     origin: Instant,
     added: Mutex<HashMap<(String, String), Added>>,
     failures: Mutex<HashMap<String, u32>>,
-    /// Dry-run lines already said, so each is logged once per state.
+    /// Lines already said, so each is logged once per state: `KEY/...`, forgotten when
+    /// the state ends or the configuration goes.
     said: Mutex<HashSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The `said` entry of a dry-run line on a webhook of configuration `key` (uid `uid`).
+fn dry_run_line(key: &str, uid: &str, hook: &str, what: &str) -> String {
+    format!("{key}/{uid}/{hook}/{what}")
 }
 
 /// The queue's key of a configuration: `plural/name`.
@@ -399,11 +405,16 @@ impl Engine {
         let Some(obj) = obj else {
             // Deleted, or no longer labelled: its services are no longer watched for it.
             self.services.track(key, &[]);
+            let prefix = format!("{key}/");
+            lock(&self.said).retain(|s| !s.starts_with(&prefix));
             return Ok(look);
         };
         let hooks = decide::hooks(&obj.data);
         let records = match records_of(&obj) {
-            Ok(r) => r,
+            Ok(r) => {
+                lock(&self.said).remove(&format!("{key}/unreadable"));
+                r
+            }
             Err(why) => {
                 if lock(&self.said).insert(format!("{key}/unreadable")) {
                     warn!(config = %key, %why, "left alone");
@@ -448,8 +459,11 @@ impl Engine {
                 },
             );
             match step {
-                Step::Wait(w) => look.wait = Some(look.wait.map_or(w, |o: Duration| o.min(w))),
-                Step::Nothing => {}
+                Step::Wait(w) => {
+                    look.wait = Some(look.wait.map_or(w, |o: Duration| o.min(w)));
+                    self.nothing_to_say(key, &uid, &h.name);
+                }
+                Step::Nothing => self.nothing_to_say(key, &uid, &h.name),
                 _ => steps.push((h.index, step)),
             }
         }
@@ -700,6 +714,16 @@ impl Engine {
         }
     }
 
+    /// A webhook with nothing to do now: what a dry run said of it is over, and the next
+    /// exemption or restoration it would make is said again.
+    fn nothing_to_say(&self, key: &str, uid: &str, hook: &str) {
+        if self.settings.dry_run {
+            let mut said = lock(&self.said);
+            said.remove(&dry_run_line(key, uid, hook, "exempt"));
+            said.remove(&dry_run_line(key, uid, hook, "restore"));
+        }
+    }
+
     fn say_dry_run(&self, key: &str, uid: &str, hooks: &[Hook], steps: &[(usize, Step)]) {
         for (index, step) in steps {
             let Some(h) = hooks.iter().find(|h| h.index == *index) else {
@@ -715,13 +739,13 @@ impl Engine {
                     namespace,
                     down_for,
                 } => {
-                    if lock(&self.said).insert(format!("{uid}/{}/exempt", h.name)) {
+                    if lock(&self.said).insert(dry_run_line(key, uid, &h.name, "exempt")) {
                         info!(config = %key, webhook = %h.name, namespace = %namespace, service = %service,
                               down_for = %text::duration(*down_for), "dry run: would exempt the webhook's own namespace");
                     }
                 }
                 Step::Restore { .. } => {
-                    if lock(&self.said).insert(format!("{uid}/{}/restore", h.name)) {
+                    if lock(&self.said).insert(dry_run_line(key, uid, &h.name, "restore")) {
                         info!(config = %key, webhook = %h.name, service = %service,
                               "dry run: would restore the webhook's namespace selector");
                     }
