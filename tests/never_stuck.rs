@@ -320,8 +320,8 @@ async fn once_spends_one_budget_across_every_resource() {
     assert_eq!(m.wait(WAIT).await.code(), Some(1), "{:#?}", m.log());
     let took = started.elapsed();
     assert!(m.out().contains("failed 2"), "{}", m.out());
-    // 3 s of budget and the start; one budget per resource took 6 s and more.
-    assert!(took < Duration::from_millis(5500), "took {took:?}");
+    // 3 s of budget and the start; a budget per resource takes 6 s at least.
+    assert!(took < Duration::from_secs(6), "took {took:?}");
 }
 
 /// Row 4: PATCHes accepted and never answered time out (`--request-timeout`), count as
