@@ -80,7 +80,7 @@ impl Clearer {
                     events::cleared_event(
                         &self.target.resource,
                         obj,
-                        self.mode.event_reason(),
+                        self.mode,
                         &names,
                         &self.node,
                     ),
@@ -99,7 +99,7 @@ impl Clearer {
         }
         for d in due {
             self.metrics.released(&d.gate);
-            info!(object = %obj.key(), gate = %d.gate, age = %crate::release::human(d.age),
+            info!(object = %obj.key(), gate = %d.gate, age = %crate::text::age_of(d.age),
                   rule = %d.rule, "released an orphaned gate");
         }
         self.events.send(

@@ -2,11 +2,19 @@
 //! also reads a `METAINIT_*` environment variable. Values are checked as they are parsed,
 //! so a bad one exits 2 with a message that names the flag, the value and the rule.
 
-use std::{fmt, net::SocketAddr, path::PathBuf, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::{Error, Result, validation};
+use crate::{
+    Error, Result,
+    blocker::Mode,
+    discovery::{ResourceSpec, gates_need_pods, gates_only, parse_resource, webhooks_too_old},
+    kubeconfig,
+    logging::LogFormat,
+    release::{Rate, ReleaseRule, parse_rate, parse_release_rule},
+    setup, validation, webhooks,
+};
 
 /// The label key of the original tool, opsani's k8s-metainit.
 pub const DEFAULT_LABEL_KEY: &str = "k8s.opsani.io/initializer";
@@ -283,99 +291,9 @@ pub struct RuleArgs {
     pub exclude_namespace: Vec<String>,
 }
 
-/// `--release-gate NAME=AGE`: gate NAME goes once its pod is older than `after`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReleaseRule {
-    pub gate: String,
-    pub after: Duration,
-}
-
-impl fmt::Display for ReleaseRule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}={}",
-            self.gate,
-            crate::discovery::human_duration(self.after)
-        )
-    }
-}
-
-/// `--release-rate`: one release every `every`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rate {
-    pub every: Duration,
-    /// As the user wrote it, for logs.
-    pub count: u32,
-    pub unit: char,
-}
-
-impl Default for Rate {
-    fn default() -> Rate {
-        Rate {
-            every: Duration::from_secs(1),
-            count: 60,
-            unit: 'm',
-        }
-    }
-}
-
-impl fmt::Display for Rate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.count, self.unit)
-    }
-}
-
-pub fn parse_rate(s: &str) -> Result<Rate, String> {
-    const RULE: &str = "a rate is a whole number of releases per second, minute or hour: N/s, N/m or N/h (e.g. '60/m')";
-    let (n, unit) = s.trim().split_once('/').ok_or(RULE)?;
-    let count: u32 = n.trim().parse().map_err(|_| RULE.to_string())?;
-    let (unit, secs) = match unit.trim() {
-        "s" => ('s', 1),
-        "m" => ('m', 60),
-        "h" => ('h', 3600),
-        _ => return Err(RULE.into()),
-    };
-    if count == 0 {
-        return Err(
-            "a rate of 0 would never release anything: give at least 1 (e.g. '1/h')".into(),
-        );
-    }
-    Ok(Rate {
-        every: Duration::from_secs(secs) / count,
-        count,
-        unit,
-    })
-}
-
-pub fn parse_release_rule(s: &str) -> Result<ReleaseRule, String> {
-    const RULE: &str = "a release rule is GATE=AGE, a scheduling gate name and how old its pod must be \
-                        (e.g. 'example.com/quota=2h')";
-    let (gate, age) = s.rsplit_once('=').ok_or(RULE)?;
-    parse_gate_name(gate).map_err(|e| format!("{RULE}: {e}"))?;
-    let after = validation::duration(age).map_err(|e| format!("{RULE}: {e}"))?;
-    if after.is_zero() {
-        return Err(format!(
-            "{RULE}: an AGE of 0 releases the gate at once, which makes metainit its owner; \
-             to clear every gate of a controller's own pods, label them instead"
-        ));
-    }
-    Ok(ReleaseRule {
-        gate: gate.to_string(),
-        after,
-    })
-}
-
 /// A scheduling gate name is a qualified name (`example.com/quota`).
 fn parse_gate_name(s: &str) -> Result<String, String> {
-    if validation::is_qualified_name(s) {
-        Ok(s.to_string())
-    } else {
-        Err(format!(
-            "'{s}' is not a scheduling gate name: a gate name is a qualified name, \
-             an optional DNS subdomain prefix and '/', then at most 63 characters of [A-Za-z0-9-_.] (e.g. 'example.com/quota')"
-        ))
-    }
+    validation::gate_name(s).map(|()| s.to_string())
 }
 
 /// Flags of `metainit status`.
@@ -415,10 +333,15 @@ pub enum ModeArg {
     SchedulingGates,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFormat {
-    Text,
-    Json,
+impl ModeArg {
+    /// The mode asked for; `None` for `auto`: the server's version decides.
+    pub fn mode(self) -> Option<Mode> {
+        match self {
+            ModeArg::Auto => None,
+            ModeArg::Initializers => Some(Mode::Initializers),
+            ModeArg::SchedulingGates => Some(Mode::SchedulingGates),
+        }
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -426,88 +349,6 @@ pub enum Output {
     Table,
     Json,
     Yaml,
-}
-
-/// A resource as the user named it: `pods`, `deployments.apps`, `deployments.v1.apps`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResourceSpec {
-    pub plural: String,
-    pub version: Option<String>,
-    pub group: String,
-}
-
-impl ResourceSpec {
-    pub fn pods() -> Self {
-        ResourceSpec {
-            plural: "pods".into(),
-            version: None,
-            group: String::new(),
-        }
-    }
-
-    pub fn is_pods(&self) -> bool {
-        self.plural == "pods" && self.group.is_empty()
-    }
-}
-
-impl fmt::Display for ResourceSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.plural)?;
-        if let Some(v) = &self.version {
-            write!(f, ".{v}")?;
-        }
-        if !self.group.is_empty() {
-            write!(f, ".{}", self.group)?;
-        }
-        Ok(())
-    }
-}
-
-fn is_version(s: &str) -> bool {
-    let Some(rest) = s.strip_prefix('v') else {
-        return false;
-    };
-    let digits = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
-    if digits == 0 {
-        return false;
-    }
-    let tail = &rest[digits..];
-    tail.is_empty()
-        || ["alpha", "beta"].iter().any(|stage| {
-            tail.strip_prefix(stage)
-                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
-        })
-}
-
-pub fn parse_resource(s: &str) -> Result<ResourceSpec, String> {
-    const RULE: &str = "a resource is `plural[.group]` or `plural.version.group`, lower case (e.g. 'pods', 'deployments.apps')";
-    let (plural, rest) = match s.split_once('.') {
-        Some((p, r)) => (p, Some(r)),
-        None => (s, None),
-    };
-    if !validation::is_dns_label(plural) {
-        return Err(RULE.into());
-    }
-    let (version, group) = match rest {
-        None => (None, ""),
-        Some(r) => match r.split_once('.') {
-            Some((v, g)) if is_version(v) => (Some(v.to_string()), g),
-            _ if is_version(r) => (Some(r.to_string()), ""),
-            _ => (None, r),
-        },
-    };
-    if rest.is_some() && version.is_none() && !validation::is_dns_subdomain(group)
-        || !group.is_empty() && !validation::is_dns_subdomain(group)
-    {
-        return Err(RULE.into());
-    }
-    Ok(ResourceSpec {
-        plural: plural.to_string(),
-        version,
-        group: group.to_string(),
-    })
 }
 
 fn parse_label_key(s: &str) -> Result<String, String> {
@@ -668,6 +509,39 @@ impl RunArgs {
         Ok(())
     }
 
+    /// What choosing the mode and finding the resources need, checked.
+    pub fn setup_settings(&self) -> Result<setup::Settings> {
+        Ok(setup::Settings {
+            label_key: self.label_key()?,
+            resources: self.resources()?,
+            resources_named: !self.resources.is_empty(),
+            mode: self.common.mode.mode(),
+            webhooks: self.webhooks,
+            gate_flag: self.gate_flag(),
+            only: self.only.clone(),
+            dry_run: self.dry_run,
+            node: crate::events::node_name(self.node_name.as_deref())?,
+            concurrency: usize::from(self.concurrency),
+            namespace: self.common.namespace.clone(),
+        })
+    }
+
+    /// What `--webhooks` needs; `--once` waits for no grace.
+    pub fn webhook_settings(&self) -> Result<webhooks::Settings> {
+        Ok(webhooks::Settings {
+            label_key: self.label_key()?,
+            grace: if self.once {
+                Duration::ZERO
+            } else {
+                self.webhook_grace.unwrap_or(DEFAULT_WEBHOOK_GRACE)
+            },
+            dry_run: self.dry_run,
+            node: crate::events::node_name(self.node_name.as_deref())?,
+            concurrency: 2,
+            resync: self.resync_period,
+        })
+    }
+
     /// The first flag that asks for gate work beyond the label, if any.
     pub fn gate_flag(&self) -> Option<&'static str> {
         if !self.rules.release_gate.is_empty() {
@@ -693,23 +567,6 @@ impl RunArgs {
     }
 }
 
-/// `--webhooks` against a server (or a `--mode`) older than 1.21; `why` says which.
-pub fn webhooks_too_old(why: &str) -> Error {
-    Error::Config(format!(
-        "--webhooks needs Kubernetes 1.21 or later (EndpointSlices in discovery.k8s.io/v1, and the \
-         kubernetes.io/metadata.name label on every namespace), but {why}: drop --webhooks"
-    ))
-}
-
-/// The error for a gates-only flag on a server (or a `--mode`) without scheduling gates;
-/// `why` says which.
-pub fn gates_only(flag: &str, why: &str) -> Error {
-    Error::Config(format!(
-        "{flag} works on scheduling gates (Kubernetes 1.26 and later), but {why}: \
-         drop {flag}, or run against a server with scheduling gates (--mode scheduling-gates)"
-    ))
-}
-
 impl RuleArgs {
     /// A gate named twice, or `--exclude-namespace` without a rule, is a mistake to report.
     pub fn check(&self) -> Result<()> {
@@ -730,21 +587,13 @@ impl RuleArgs {
     }
 }
 
-/// In scheduling-gates mode the only resource is pods.
-pub fn gates_need_pods(resources: &[ResourceSpec]) -> Result<()> {
-    match resources.iter().find(|r| !r.is_pods()) {
-        Some(r) => Err(Error::Config(format!(
-            "--resource {r}: scheduling gates exist only on pods; in scheduling-gates mode the resource must be pods"
-        ))),
-        None => Ok(()),
-    }
-}
-
 impl Common {
-    pub fn label_key(&self) -> String {
-        self.label_key
-            .clone()
-            .unwrap_or_else(|| DEFAULT_LABEL_KEY.to_string())
+    /// Which kubeconfig and context to read.
+    pub fn kubeconfig(&self) -> kubeconfig::Settings {
+        kubeconfig::Settings {
+            path: self.kubeconfig.clone(),
+            context: self.context.clone(),
+        }
     }
 }
 
@@ -776,9 +625,7 @@ mod tests {
     fn the_webhooks_grace_defaults_to_30s_and_once_waits_for_none() {
         let grace = |args: &[&str]| {
             let cli = parse(args).unwrap();
-            crate::webhooks::Settings::from_args(&cli.run)
-                .unwrap()
-                .grace
+            cli.run.webhook_settings().unwrap().grace
         };
         assert_eq!(grace(&["--webhooks"]), Duration::from_secs(30));
         assert_eq!(DEFAULT_WEBHOOK_GRACE, Duration::from_secs(30));

@@ -119,7 +119,9 @@ async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
     // Deleted since it was queued: its track is swept with the others.
     let Some(obj) = ctx.store.get(&key) else {
         if let Some(r) = &ctx.release {
-            r.pace.forget(&ref_key(&key));
+            let key = ref_key(&key);
+            r.pace.forget(&key);
+            r.said.forget(&key);
         }
         return;
     };
@@ -134,6 +136,11 @@ async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
             ctx.clearer.report(&id, &f, failures, Some(wait));
         }
     }
+}
+
+/// The keys (`namespace/name`) of every object in the store.
+fn stored_keys(store: &Store<Held>) -> std::collections::HashSet<String> {
+    store.state().iter().map(|o| o.key()).collect()
 }
 
 /// `namespace/name`, as `Held::key` writes it.
@@ -157,8 +164,7 @@ async fn reconcile(obj: &Held, ctx: &Ctx) -> Result<Option<Duration>, Failure> {
         ctx.tracks.pending(&key, obj.uid());
         // Objects deleted while pending leave a track behind: sweep now and then.
         if ctx.tracks.len() > 2 * ctx.store.len() + 64 {
-            let keys: std::collections::HashSet<String> =
-                ctx.store.state().iter().map(|o| o.key()).collect();
+            let keys = stored_keys(&ctx.store);
             ctx.tracks.retain(|k| keys.contains(k));
         }
     }
@@ -181,11 +187,12 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
     let due = match r.rules.verdict(obj, Timestamp::now()) {
         Verdict::None => {
             r.pace.forget(&key);
+            r.said.forget(&key);
             return Ok(None);
         }
         Verdict::Later(wait) => {
             if dry_run && r.said.first(&key, obj.uid(), false) {
-                info!(object = %key, gates = %release::gates(obj).join(","), releases_in = %release::human(wait),
+                info!(object = %key, gates = %release::gates(obj).join(","), releases_in = %crate::text::age_of(wait),
                       "dry run: would release a gate when its pod is old enough");
             }
             return Ok(Some(wait));
@@ -193,9 +200,14 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
         Verdict::Due(due) => due,
     };
     if dry_run {
+        // Pods deleted once said leave an entry behind: sweep now and then.
+        if r.said.len() > 2 * ctx.store.len() + 64 {
+            let keys = stored_keys(&ctx.store);
+            r.said.retain(|k| keys.contains(k));
+        }
         if r.said.first(&key, obj.uid(), true) {
             for d in &due {
-                info!(object = %key, gate = %d.gate, age = %release::human(d.age), rule = %d.rule,
+                info!(object = %key, gate = %d.gate, age = %crate::text::age_of(d.age), rule = %d.rule,
                       "dry run: would release an orphaned gate now (at most --release-rate)");
             }
         }
@@ -215,7 +227,12 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let shutdown = Shutdown::on_signals();
     let health = Arc::new(Health::new());
     let metrics = Arc::new(Metrics::default());
-    let conn = setup::connect(&args.common, Some(health.clone())).await?;
+    let conn = setup::connect(
+        &args.common.kubeconfig(),
+        args.common.request_timeout,
+        Some(health.clone()),
+    )
+    .await?;
     let listener = admin::bind(args.admin_addr).await?;
     let addr = listener.local_addr().map_err(|source| Error::Admin {
         addr: args.admin_addr,
@@ -224,8 +241,9 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     info!(%addr, "admin server listening");
     tokio::spawn(admin::serve(listener, health.clone(), metrics.clone()));
     info!(version = env!("CARGO_PKG_VERSION"), url = %conn.url, label_key = %args.label_key()?, "starting");
+    let settings = args.setup_settings()?;
     let (_, clearers, events) = tokio::select! {
-        setup = setup::clearers(&args, &conn, &metrics, None) => setup?,
+        setup = setup::clearers(&settings, &conn, &metrics, None) => setup?,
         _ = shutdown.requested() => return Ok(ExitCode::SUCCESS),
     };
     {
@@ -241,7 +259,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         let stop = shutdown.clone();
         engines.push(tokio::spawn(crate::webhooks::run(
             conn.client.clone(),
-            crate::webhooks::Settings::from_args(&args)?,
+            args.webhook_settings()?,
             health.clone(),
             metrics.clone(),
             events.clone(),

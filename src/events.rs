@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use tracing::{debug, warn};
 
 use crate::{
+    blocker::Mode,
     client::Direct,
     failure::{Class, Failure, retry_after},
     metrics::Metrics,
@@ -28,25 +29,72 @@ use crate::{
 
 pub const REPORTING_CONTROLLER: &str = "metainit";
 
-/// Builds the Event for an object whose `names` were cleared.
+/// The reason of each Event metainit writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    InitializersCleared,
+    SchedulingGatesCleared,
+    /// A `--release-gate` rule released a pod's orphaned gate.
+    SchedulingGateReleased,
+    /// metainit exempted a webhook's own namespace (type Warning: a policy is lifted for a
+    /// namespace).
+    WebhookSelfExempted,
+    /// metainit removed its exemption.
+    WebhookRestored,
+}
+
+impl Reason {
+    /// The Event's `reason`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::InitializersCleared => "InitializersCleared",
+            Reason::SchedulingGatesCleared => "SchedulingGatesCleared",
+            Reason::SchedulingGateReleased => "SchedulingGateReleased",
+            Reason::WebhookSelfExempted => "WebhookSelfExempted",
+            Reason::WebhookRestored => "WebhookRestored",
+        }
+    }
+
+    /// The Event's `action` and `type`.
+    fn action_and_type(self) -> (&'static str, &'static str) {
+        match self {
+            Reason::InitializersCleared | Reason::SchedulingGatesCleared => ("Clear", "Normal"),
+            Reason::SchedulingGateReleased => ("Release", "Normal"),
+            Reason::WebhookSelfExempted => ("Exempt", "Warning"),
+            Reason::WebhookRestored => ("Restore", "Normal"),
+        }
+    }
+
+    /// The reason of the Event on an object cleared in `mode`.
+    pub fn cleared(mode: Mode) -> Reason {
+        match mode {
+            Mode::Initializers => Reason::InitializersCleared,
+            Mode::SchedulingGates => Reason::SchedulingGatesCleared,
+        }
+    }
+}
+
+/// Builds the Event for an object whose `names` were cleared in `mode`.
 pub fn cleared_event<'a>(
     resource: &'a ApiResource,
     obj: &'a Held,
-    reason: &'a str,
+    mode: Mode,
     names: &[String],
     node: &'a str,
 ) -> Event<'a> {
-    let what = if reason == "InitializersCleared" {
-        "initializers"
-    } else {
-        "scheduling gates"
+    let what = match mode {
+        Mode::Initializers => "initializers",
+        Mode::SchedulingGates => "scheduling gates",
     };
     let message = format!("metainit removed {what}: {}", names.join(", "));
-    event(resource, &obj.metadata.meta, reason, "Clear", message, node)
+    event(
+        resource,
+        &obj.metadata.meta,
+        Reason::cleared(mode),
+        message,
+        node,
+    )
 }
-
-/// The reason of the Event on a pod whose gate a `--release-gate` rule released.
-pub const RELEASED: &str = "SchedulingGateReleased";
 
 /// Builds the Event for a pod whose orphaned `gates` were released.
 pub fn released_event<'a>(
@@ -61,7 +109,7 @@ pub fn released_event<'a>(
             format!(
                 "gate {} after {} (rule --release-gate {})",
                 d.gate,
-                crate::release::human(d.age),
+                crate::text::age_of(d.age),
                 d.rule
             )
         })
@@ -70,52 +118,38 @@ pub fn released_event<'a>(
     event(
         resource,
         &obj.metadata.meta,
-        RELEASED,
-        "Release",
+        Reason::SchedulingGateReleased,
         message,
         node,
     )
 }
-
-/// The reason of the Event on a webhook configuration whose webhook's own namespace
-/// metainit exempted (type Warning: a policy is lifted for a namespace).
-pub const WEBHOOK_EXEMPTED: &str = "WebhookSelfExempted";
-/// The reason of the Event on a configuration whose exemption metainit removed.
-pub const WEBHOOK_RESTORED: &str = "WebhookRestored";
 
 /// Builds the Event on a webhook configuration (a cluster-scoped object: the Event goes
 /// to `default`, as client-go's recorder puts it).
 pub fn webhook_event<'a>(
     resource: &'a ApiResource,
     meta: &'a ObjectMeta,
-    reason: &'a str,
+    reason: Reason,
     message: String,
     node: &'a str,
 ) -> Event<'a> {
-    let (action, type_) = if reason == WEBHOOK_EXEMPTED {
-        ("Exempt", "Warning")
-    } else {
-        ("Restore", "Normal")
-    };
-    let mut e = event(resource, meta, reason, action, message, node);
-    e.type_ = type_;
-    e
+    event(resource, meta, reason, message, node)
 }
 
 fn event<'a>(
     resource: &'a ApiResource,
     meta: &'a ObjectMeta,
-    reason: &'a str,
-    action: &'a str,
+    reason: Reason,
     message: String,
     node: &'a str,
 ) -> Event<'a> {
+    let (action, type_) = reason.action_and_type();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     let name = meta.name.as_deref().unwrap_or_default();
     // As k8s-openapi writes a `Time`: whole seconds, UTC.
-    let at = crate::logging::rfc3339_seconds(now.as_secs());
+    let at = crate::text::rfc3339_seconds(now.as_secs());
     Event {
         api_version: "v1",
         kind: "Event",
@@ -134,7 +168,7 @@ fn event<'a>(
         },
         reason,
         message,
-        type_: "Normal",
+        type_,
         action,
         source: Source {
             component: REPORTING_CONTROLLER,
@@ -158,10 +192,10 @@ pub struct Event<'a> {
     kind: &'static str,
     metadata: EventMeta<'a>,
     involved_object: Involved<'a>,
-    reason: &'a str,
+    reason: Reason,
     message: String,
-    type_: &'a str,
-    action: &'a str,
+    type_: &'static str,
+    action: &'static str,
     source: Source<'a>,
     reporting_component: &'static str,
     reporting_instance: &'a str,
@@ -225,7 +259,7 @@ impl Event<'_> {
             }
         }
         out.push('}');
-        field(&mut out, false, "reason", self.reason);
+        field(&mut out, false, "reason", self.reason.as_str());
         field(&mut out, false, "message", &self.message);
         field(&mut out, false, "type", self.type_);
         field(&mut out, false, "action", self.action);
@@ -530,7 +564,7 @@ mod tests {
         }));
         let names = ["a".to_string(), "b".to_string()];
         let ours: Value = serde_json::from_str(
-            &cleared_event(&pods, &pod, "SchedulingGatesCleared", &names, "cp-1").to_json(),
+            &cleared_event(&pods, &pod, Mode::SchedulingGates, &names, "cp-1").to_json(),
         )
         .unwrap();
         let name = ours["metadata"]["name"].as_str().unwrap();
@@ -579,7 +613,7 @@ mod tests {
             ..meta
         };
         let ours: Value = serde_json::from_str(
-            &webhook_event(&vwc, &meta, WEBHOOK_EXEMPTED, why.into(), "cp-1").to_json(),
+            &webhook_event(&vwc, &meta, Reason::WebhookSelfExempted, why.into(), "cp-1").to_json(),
         )
         .unwrap();
         assert_eq!(ours["metadata"]["namespace"], "default");
@@ -593,7 +627,14 @@ mod tests {
         };
         assert_eq!(
             ours,
-            theirs(&ours, involved, WEBHOOK_EXEMPTED, why, "Warning", "Exempt")
+            theirs(
+                &ours,
+                involved,
+                "WebhookSelfExempted",
+                why,
+                "Warning",
+                "Exempt"
+            )
         );
     }
 

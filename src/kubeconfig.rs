@@ -14,11 +14,18 @@ use kube::{
     config::{KubeConfigOptions, Kubeconfig},
 };
 
-use crate::{Error, Result, cli::Common};
+use crate::{Error, Result};
+
+/// Which kubeconfig and context to use, as `--kubeconfig` and `--context` give them.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    pub path: Option<PathBuf>,
+    pub context: Option<String>,
+}
 
 /// The kubeconfig files to read, and where their names came from.
-fn sources(common: &Common) -> (Vec<PathBuf>, &'static str) {
-    if let Some(p) = &common.kubeconfig {
+fn sources(settings: &Settings) -> (Vec<PathBuf>, &'static str) {
+    if let Some(p) = &settings.path {
         return (vec![p.clone()], "--kubeconfig");
     }
     if let Some(v) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
@@ -40,10 +47,10 @@ fn sources(common: &Common) -> (Vec<PathBuf>, &'static str) {
 }
 
 /// Loads the client configuration.
-pub async fn load(common: &Common) -> Result<Config> {
-    let (paths, source) = sources(common);
+pub async fn load(settings: &Settings) -> Result<Config> {
+    let (paths, source) = sources(settings);
     if paths.is_empty() {
-        if common.context.is_some() {
+        if settings.context.is_some() {
             return Err(Error::Config(
                 "--context was given but there is no kubeconfig: pass --kubeconfig or set KUBECONFIG".into(),
             ));
@@ -72,7 +79,7 @@ pub async fn load(common: &Common) -> Result<Config> {
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    use_context(merged, &shown, common.context.as_deref(), &origins).await
+    use_context(merged, &shown, settings.context.as_deref(), &origins).await
 }
 
 /// Which file each user and cluster came from (the first to name it, as merging keeps).

@@ -33,14 +33,14 @@ async fn main() -> ExitCode {
 async fn run(args: RunArgs) -> Result<ExitCode> {
     args.check()?;
     if args.check_config {
-        let config = kubeconfig::load(&args.common).await?;
+        let config = kubeconfig::load(&args.common.kubeconfig()).await?;
         metainit::client::build(
             config,
             args.common.request_timeout,
             Default::default(),
             None,
         )?;
-        println!("configuration OK");
+        metainit::output::print("configuration OK\n")?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.once {

@@ -27,17 +27,45 @@ pub struct CauseLabels {
     pub cause: String,
 }
 
-/// Every `cause` of `metainit_watch_restarts_total`: what `watch.rs` counts (its
-/// `cause()`, and `revision_backwards`); a unit test keeps the two in step.
-pub const WATCH_RESTART_CAUSES: [&str; 7] = [
-    "list_failed",
-    "watch_start_failed",
-    "expired",
-    "watch_error",
-    "stream_failed",
-    "no_resource_version",
-    "revision_backwards",
-];
+/// Why a watch restarted: the `cause` of `metainit_watch_restarts_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchCause {
+    ListFailed,
+    WatchStartFailed,
+    /// The resource version expired (410 as a watch event): an ordinary relist.
+    Expired,
+    WatchError,
+    StreamFailed,
+    NoResourceVersion,
+    /// The server's revision went backwards (etcd restored from a snapshot).
+    RevisionBackwards,
+}
+
+impl WatchCause {
+    /// Every cause, each exported at 0 from the start.
+    pub const ALL: [WatchCause; 7] = [
+        WatchCause::ListFailed,
+        WatchCause::WatchStartFailed,
+        WatchCause::Expired,
+        WatchCause::WatchError,
+        WatchCause::StreamFailed,
+        WatchCause::NoResourceVersion,
+        WatchCause::RevisionBackwards,
+    ];
+
+    /// The metric's label.
+    pub fn label(self) -> &'static str {
+        match self {
+            WatchCause::ListFailed => "list_failed",
+            WatchCause::WatchStartFailed => "watch_start_failed",
+            WatchCause::Expired => "expired",
+            WatchCause::WatchError => "watch_error",
+            WatchCause::StreamFailed => "stream_failed",
+            WatchCause::NoResourceVersion => "no_resource_version",
+            WatchCause::RevisionBackwards => "revision_backwards",
+        }
+    }
+}
 
 pub struct Metrics {
     pub registry: Registry,
@@ -170,9 +198,9 @@ impl Default for Metrics {
                 reason: reason.into(),
             }));
         }
-        for cause in WATCH_RESTART_CAUSES {
+        for cause in WatchCause::ALL {
             drop(watch_restarts.get_or_create(&CauseLabels {
-                cause: cause.into(),
+                cause: cause.label().into(),
             }));
         }
         Metrics {
@@ -223,10 +251,10 @@ impl Metrics {
             .inc();
     }
 
-    pub fn watch_restart(&self, cause: &str) {
+    pub fn watch_restart(&self, cause: WatchCause) {
         self.watch_restarts
             .get_or_create(&CauseLabels {
-                cause: cause.into(),
+                cause: cause.label().into(),
             })
             .inc();
     }
@@ -366,7 +394,8 @@ mod tests {
             let want = format!("metainit_clear_failures_total{{reason=\"{reason}\"}} 0\n");
             assert!(text.contains(&want), "{want} missing from\n{text}");
         }
-        for cause in WATCH_RESTART_CAUSES {
+        for cause in WatchCause::ALL {
+            let cause = cause.label();
             let want = format!("metainit_watch_restarts_total{{cause=\"{cause}\"}} 0\n");
             assert!(text.contains(&want), "{want} missing from\n{text}");
         }
@@ -375,28 +404,26 @@ mod tests {
         ));
     }
 
-    /// The causes listed here are the ones watch.rs counts: its `cause()` and the
-    /// revision check (read from the source, which this module may not change).
+    /// Every cause is exported: `ALL` holds each one once, with a label of its own.
     #[test]
-    fn watch_restart_causes_match_watch_rs() {
-        let source = include_str!("watch.rs");
-        let start = source.find("fn cause(").expect("watch.rs has cause()");
-        let body = &source[start..];
-        let body = &body[..body.find("\n}\n").expect("end of cause()")];
-        let mut found: Vec<&str> = body
-            .split("=> \"")
-            .skip(1)
-            .filter_map(|s| s.split('"').next())
-            .collect();
-        assert!(
-            source.contains("watch_restart(\"revision_backwards\")"),
-            "watch.rs counts revision_backwards"
-        );
-        found.push("revision_backwards");
-        found.sort_unstable();
-        let mut known = WATCH_RESTART_CAUSES.to_vec();
-        known.sort_unstable();
-        assert_eq!(found, known);
+    fn every_watch_cause_is_in_all_once() {
+        // Exhaustive: a new cause does not compile until it has a place here and in `ALL`.
+        let place = |c: WatchCause| match c {
+            WatchCause::ListFailed => 0,
+            WatchCause::WatchStartFailed => 1,
+            WatchCause::Expired => 2,
+            WatchCause::WatchError => 3,
+            WatchCause::StreamFailed => 4,
+            WatchCause::NoResourceVersion => 5,
+            WatchCause::RevisionBackwards => 6,
+        };
+        for (i, c) in WatchCause::ALL.into_iter().enumerate() {
+            assert_eq!(place(c), i, "{c:?}");
+        }
+        let mut labels: Vec<&str> = WatchCause::ALL.iter().map(|c| c.label()).collect();
+        labels.sort_unstable();
+        labels.dedup();
+        assert_eq!(labels.len(), WatchCause::ALL.len());
     }
 
     #[test]
@@ -404,7 +431,7 @@ mod tests {
         let m = Metrics::default();
         m.cleared("initializers", "pods");
         m.failure("server_error");
-        m.watch_restart("expired");
+        m.watch_restart(WatchCause::Expired);
         m.pending.set(3);
         m.clear_latency.observe(0.01);
         let text = m.encode();

@@ -82,13 +82,16 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let stop = setup::stop_on_signals(ON_SIGNAL);
     let timeout = args.common.timeout;
     let metrics = Arc::new(Metrics::default());
-    let conn = setup::connect(&args.common, None).await?;
+    let conn = setup::connect(&args.common.kubeconfig(), args.common.request_timeout, None).await?;
     info!(version = env!("CARGO_PKG_VERSION"), url = %conn.url, label_key = %args.label_key()?, "starting");
+    let settings = args.setup_settings()?;
     let (mode, clearers, events) = tokio::select! {
-        setup = setup::clearers(&args, &conn, &metrics, Some(timeout)) => setup?,
+        setup = setup::clearers(&settings, &conn, &metrics, Some(timeout)) => setup?,
         _ = setup::stopped(stop.clone()) => return Ok(interrupted("the server answered")),
     };
     let mut total = Summary::default();
+    // One budget for every resource: it starts once the first list is done.
+    let mut deadline: Option<Instant> = None;
     let mut stopping: Option<Instant> = None;
     let mut unlisted = 0;
     let mut webhooks = None;
@@ -97,7 +100,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     if args.webhooks {
         let pass = crate::webhooks::once::run(
             conn.client.clone(),
-            crate::webhooks::Settings::from_args(&args)?,
+            args.webhook_settings()?,
             metrics.clone(),
             events.clone(),
             &conn.url,
@@ -121,7 +124,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         };
         warn_unused_only(clearer, &args.only, &objects);
         let count = objects.len();
-        let deadline = Instant::now() + timeout;
+        let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
         let mut results = futures::stream::iter(objects)
             .map(|obj| {
                 let stop = stop.clone();
@@ -172,10 +175,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     }
     // No mode: a 1.21 to 1.25 server, with nothing to clear; only the webhooks' tallies.
     if mode.is_some() {
-        println!("{total}");
+        crate::output::print(&format!("{total}\n"))?;
     }
     if let Some(w) = &webhooks {
-        println!("{w}");
+        crate::output::print(&format!("{w}\n"))?;
     }
     Ok(if all_done {
         ExitCode::SUCCESS

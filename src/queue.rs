@@ -142,12 +142,18 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
     }
 
     /// Asks for work on `key` again after `delay`, or later if the retries of all keys
-    /// are over their rate; unless it is already due sooner. Returns the wait.
+    /// are over their rate; unless it is already due sooner. Returns the wait: until the
+    /// earlier timer, if there is one.
     pub fn add_after(&self, key: K, delay: Duration) -> Duration {
         let now = Instant::now();
         let s = self.lock();
-        if s.closed || s.delayed.get(&key).is_some_and(|d| d.0 <= now + delay) {
+        if s.closed {
             return delay;
+        }
+        if let Some(&(due, _)) = s.delayed.get(&key)
+            && due <= now + delay
+        {
+            return due.saturating_duration_since(now);
         }
         let limited = self
             .retries
@@ -491,6 +497,26 @@ mod tests {
         running.stop().await;
     }
 
+    /// The wait returned (the log's "retrying in") is the real one when the key is
+    /// already due sooner.
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_already_due_sooner_returns_when_it_is_due() {
+        let queue: Arc<Queue<u32>> = Queue::new(4);
+        assert_eq!(
+            queue.add_after(1, Duration::from_secs(10)),
+            Duration::from_secs(10)
+        );
+        tokio::time::advance(Duration::from_secs(4)).await;
+        assert_eq!(
+            queue.add_after(1, Duration::from_secs(30)),
+            Duration::from_secs(6)
+        );
+        assert_eq!(
+            queue.add_after(1, Duration::from_secs(6)),
+            Duration::from_secs(6)
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn retries_of_many_keys_are_bounded_in_rate_not_only_each_by_its_backoff() {
         // Concurrency 4: at most 4 retries at once, then 12 per second.
@@ -511,12 +537,12 @@ mod tests {
         until("all retried", || log.worked().len() == 40).await;
         assert!(start.elapsed() >= Duration::from_millis(2900));
         running.stop().await;
-        // A key already due sooner takes no token.
+        // A key already due sooner takes no token, and waits for its earlier timer.
         let queue: Arc<Queue<u32>> = Queue::new(1);
         queue.add_after(1, Duration::from_millis(100));
         assert_eq!(
             queue.add_after(1, Duration::from_secs(5)),
-            Duration::from_secs(5)
+            Duration::from_millis(100)
         );
         assert_eq!(
             queue.add_after(2, Duration::from_millis(100)),

@@ -11,9 +11,86 @@ use tokio::time::Instant;
 
 use crate::{
     blocker::{self, Decision},
-    cli::{Rate, ReleaseRule},
     object::Held,
 };
+
+/// `--release-gate NAME=AGE`: gate NAME goes once its pod is older than `after`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReleaseRule {
+    pub gate: String,
+    pub after: Duration,
+}
+
+impl std::fmt::Display for ReleaseRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.gate, crate::text::duration(self.after))
+    }
+}
+
+/// `--release-rate`: one release every `every`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    pub every: Duration,
+    /// As the user wrote it, for logs.
+    pub count: u32,
+    pub unit: char,
+}
+
+impl Default for Rate {
+    fn default() -> Rate {
+        Rate {
+            every: Duration::from_secs(1),
+            count: 60,
+            unit: 'm',
+        }
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.count, self.unit)
+    }
+}
+
+pub fn parse_rate(s: &str) -> Result<Rate, String> {
+    const RULE: &str = "a rate is a whole number of releases per second, minute or hour: N/s, N/m or N/h (e.g. '60/m')";
+    let (n, unit) = s.trim().split_once('/').ok_or(RULE)?;
+    let count: u32 = n.trim().parse().map_err(|_| RULE.to_string())?;
+    let (unit, secs) = match unit.trim() {
+        "s" => ('s', 1),
+        "m" => ('m', 60),
+        "h" => ('h', 3600),
+        _ => return Err(RULE.into()),
+    };
+    if count == 0 {
+        return Err(
+            "a rate of 0 would never release anything: give at least 1 (e.g. '1/h')".into(),
+        );
+    }
+    Ok(Rate {
+        every: Duration::from_secs(secs) / count,
+        count,
+        unit,
+    })
+}
+
+pub fn parse_release_rule(s: &str) -> Result<ReleaseRule, String> {
+    const RULE: &str = "a release rule is GATE=AGE, a scheduling gate name and how old its pod must be \
+                        (e.g. 'example.com/quota=2h')";
+    let (gate, age) = s.rsplit_once('=').ok_or(RULE)?;
+    crate::validation::gate_name(gate).map_err(|e| format!("{RULE}: {e}"))?;
+    let after = crate::validation::duration(age).map_err(|e| format!("{RULE}: {e}"))?;
+    if after.is_zero() {
+        return Err(format!(
+            "{RULE}: an AGE of 0 releases the gate at once, which makes metainit its owner; \
+             to clear every gate of a controller's own pods, label them instead"
+        ));
+    }
+    Ok(ReleaseRule {
+        gate: gate.to_string(),
+        after,
+    })
+}
 
 /// The rules in force, and where they do not apply.
 #[derive(Clone, Debug, Default)]
@@ -196,6 +273,28 @@ impl Said {
         said.insert(key.to_string(), now);
         true
     }
+
+    /// Forgets a pod deleted or no longer under a rule: what was said of it is over.
+    pub fn forget(&self, key: &str) {
+        self.lock().remove(key);
+    }
+
+    /// Keeps only the pods `keep` names (the ones still in the store).
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.lock().retain(|k, _| keep(k));
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Option<String>, bool)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// What the daemon's work on unlabelled pods needs: the rules, the pace, and in a dry run
@@ -204,11 +303,6 @@ pub struct Releaser {
     pub rules: Rules,
     pub pace: Pace,
     pub said: Said,
-}
-
-/// `12m`, `1h5m`: a wait as `status` and the logs show it.
-pub fn human(d: Duration) -> String {
-    crate::status::human_age(d.as_secs())
 }
 
 #[cfg(test)]
@@ -388,7 +482,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_pace_spaces_releases_and_keeps_each_reservation() {
-        let pace = Pace::new(crate::cli::parse_rate("60/m").unwrap());
+        let pace = Pace::new(parse_rate("60/m").unwrap());
         let t0 = Instant::now();
         assert_eq!(pace.slot("a", t0), Ok(()), "the first goes at once");
         assert_eq!(pace.slot("b", t0), Err(Duration::from_secs(1)));
@@ -419,5 +513,17 @@ mod tests {
         assert!(said.first("ns/p", Some("u"), true));
         assert!(!said.first("ns/p", Some("u"), true));
         assert!(said.first("ns/p", Some("v"), true), "re-created");
+    }
+
+    #[test]
+    fn said_forgets_a_pod_gone_or_no_longer_ruled() {
+        let said = Said::default();
+        said.first("ns/p", Some("u"), false);
+        said.first("ns/q", Some("w"), true);
+        said.forget("ns/p");
+        assert_eq!(said.len(), 1);
+        said.retain(|k| k != "ns/q");
+        assert!(said.is_empty(), "nothing left behind");
+        assert!(said.first("ns/p", Some("u"), false), "said again");
     }
 }

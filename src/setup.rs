@@ -11,11 +11,32 @@ use crate::{
     Result,
     blocker::Mode,
     clear::Clearer,
-    cli::RunArgs,
     client::{self, Legacy, Observer},
-    discovery, events, kubeconfig,
+    discovery::{self, ResourceSpec},
+    events, kubeconfig,
     metrics::Metrics,
 };
+
+/// What choosing the mode and finding the resources need from the command line, checked.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub label_key: String,
+    /// The resources to watch: `pods` when none was named.
+    pub resources: Vec<ResourceSpec>,
+    /// Whether `--resource` was given at all.
+    pub resources_named: bool,
+    /// `--mode`; `None`: the server's version decides.
+    pub mode: Option<Mode>,
+    pub webhooks: bool,
+    /// The first flag that asks for gate work beyond the label, if any.
+    pub gate_flag: Option<&'static str>,
+    pub only: Vec<String>,
+    pub dry_run: bool,
+    /// This node's name, for Events.
+    pub node: String,
+    pub concurrency: usize,
+    pub namespace: Option<String>,
+}
 
 /// A client and the server's URL, before the mode is known.
 pub struct Connection {
@@ -28,13 +49,14 @@ pub struct Connection {
 
 /// Reads the kubeconfig and builds the process's one client.
 pub async fn connect(
-    common: &crate::cli::Common,
+    kubeconfig: &kubeconfig::Settings,
+    request_timeout: Duration,
     observer: Option<Arc<dyn Observer>>,
 ) -> Result<Connection> {
-    let config = kubeconfig::load(common).await?;
+    let config = kubeconfig::load(kubeconfig).await?;
     let url = config.cluster_url.to_string();
     let legacy = Legacy::default();
-    let (client, direct) = client::build(config, common.request_timeout, legacy.clone(), observer)?;
+    let (client, direct) = client::build(config, request_timeout, legacy.clone(), observer)?;
     Ok(Connection {
         client,
         direct,
@@ -46,47 +68,50 @@ pub async fn connect(
 /// Chooses the mode and finds every resource: one `Clearer` each. No mode and no
 /// clearer on a 1.21 to 1.25 server with `--webhooks`: only the webhooks to watch there.
 pub async fn clearers(
-    args: &RunArgs,
+    settings: &Settings,
     conn: &Connection,
     metrics: &Arc<Metrics>,
     deadline: Option<Duration>,
 ) -> Result<(Option<Mode>, Vec<Clearer>, Arc<events::Sink>)> {
-    let label_key = args.label_key()?;
-    let resources = args.resources()?;
+    let Settings {
+        label_key,
+        resources,
+        node,
+        ..
+    } = settings;
     let (client, url) = (&conn.client, conn.url.as_str());
     let mode =
-        discovery::choose_mode(client, url, args.common.mode, deadline, args.webhooks).await?;
+        discovery::choose_mode(client, url, settings.mode, deadline, settings.webhooks).await?;
     conn.legacy.set(mode == Some(Mode::Initializers));
-    if let Some(flag) = args.gate_flag()
+    if let Some(flag) = settings.gate_flag
         && mode != Some(Mode::SchedulingGates)
     {
         let why = match mode {
             Some(_) => "the server's version (--mode auto) means initializers",
             None => "the server's version (--mode auto) means neither (Kubernetes 1.14 to 1.25)",
         };
-        return Err(crate::cli::gates_only(flag, why));
+        return Err(discovery::gates_only(flag, why));
     }
     if mode == Some(Mode::SchedulingGates) {
-        crate::cli::gates_need_pods(&resources)?;
+        discovery::gates_need_pods(resources)?;
     }
-    let node = events::node_name(args.node_name.as_deref())?;
     // Events get a quarter of the patches' bound: in a burst they trail the clearing.
     let events = events::Sink::new(
         conn.direct.clone(),
         metrics.clone(),
-        usize::from(args.concurrency) / 4,
+        settings.concurrency / 4,
     );
     let Some(mode) = mode else {
-        if !args.resources.is_empty() {
+        if settings.resources_named {
             warn!(resources = %resources.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
                   "--resource has no effect: this server has neither initializers nor scheduling gates");
         }
-        info!(mode = "webhooks only", dry_run = args.dry_run, %node,
+        info!(mode = "webhooks only", dry_run = settings.dry_run, %node,
               "running: Kubernetes 1.21 to 1.25 has neither initializers nor scheduling gates to clear; watching the labelled webhooks only");
         return Ok((None, Vec::new(), events));
     };
     let mut clearers = Vec::new();
-    for spec in &resources {
+    for spec in resources {
         let target = discovery::resolve(client, url, spec, deadline).await?;
         metrics.known_resource(mode.as_str(), &target.name);
         clearers.push(Clearer {
@@ -94,16 +119,16 @@ pub async fn clearers(
             direct: conn.direct.clone(),
             target,
             mode,
-            only: args.only.clone(),
+            only: settings.only.clone(),
             label_key: label_key.clone(),
-            dry_run: args.dry_run,
+            dry_run: settings.dry_run,
             node: node.clone(),
             metrics: metrics.clone(),
             events: events.clone(),
         });
     }
     info!(%mode, resources = %resources.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-          namespace = args.common.namespace.as_deref().unwrap_or("(all)"), dry_run = args.dry_run, %node, "running");
+          namespace = settings.namespace.as_deref().unwrap_or("(all)"), dry_run = settings.dry_run, %node, "running");
     Ok((Some(mode), clearers, events))
 }
 

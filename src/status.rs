@@ -17,10 +17,11 @@ use serde::Serialize;
 use crate::{
     Error, Result,
     blocker::Mode,
-    cli::{Output, StatusArgs},
+    cli::{ModeArg, Output, StatusArgs},
     discovery::{self, Target},
     object::{Held, Kind},
     release::Rules,
+    text,
     webhooks::status::WebhookRow,
 };
 
@@ -111,7 +112,7 @@ pub fn over_age(rows: &[&Row], max: Duration) -> String {
                     .map(|n| format!("{n}/"))
                     .unwrap_or_default(),
                 r.name,
-                human_age(r.age_seconds),
+                text::age(r.age_seconds),
                 r.blocked_by.join(",")
             )
         })
@@ -123,7 +124,7 @@ pub fn over_age(rows: &[&Row], max: Duration) -> String {
     format!(
         "{} held back longer than --max-age {}: {}{more}",
         rows.len(),
-        crate::discovery::human_duration(max),
+        text::duration(max),
         named.join(", ")
     )
 }
@@ -135,14 +136,14 @@ async fn report(args: &StatusArgs) -> Result<Report> {
     let common = &args.common;
     let label_key = args.label_key()?;
     args.rules.check()?;
-    if !args.rules.release_gate.is_empty() && common.mode == crate::cli::ModeArg::Initializers {
-        return Err(crate::cli::gates_only(
+    if !args.rules.release_gate.is_empty() && common.mode == ModeArg::Initializers {
+        return Err(discovery::gates_only(
             "--release-gate",
             "--mode initializers means initializers",
         ));
     }
-    if args.webhooks && common.mode == crate::cli::ModeArg::Initializers {
-        return Err(crate::cli::webhooks_too_old(
+    if args.webhooks && common.mode == ModeArg::Initializers {
+        return Err(discovery::webhooks_too_old(
             "--mode initializers means a 1.7 to 1.13 server",
         ));
     }
@@ -150,13 +151,14 @@ async fn report(args: &StatusArgs) -> Result<Report> {
         rules: args.rules.release_gate.clone(),
         exclude: args.rules.exclude_namespace.clone(),
     };
-    let conn = crate::setup::connect(common, None).await?;
+    let conn = crate::setup::connect(&common.kubeconfig(), common.request_timeout, None).await?;
     let (client, url) = (conn.client, conn.url);
     let deadline = Some(common.timeout);
-    let mode = discovery::choose_mode(&client, &url, common.mode, deadline, args.webhooks).await?;
+    let mode =
+        discovery::choose_mode(&client, &url, common.mode.mode(), deadline, args.webhooks).await?;
     conn.legacy.set(mode == Some(Mode::Initializers));
     if !rules.is_empty() && mode != Some(Mode::SchedulingGates) {
-        return Err(crate::cli::gates_only(
+        return Err(discovery::gates_only(
             "--release-gate",
             "the server's version (--mode auto) means initializers",
         ));
@@ -176,7 +178,7 @@ async fn report(args: &StatusArgs) -> Result<Report> {
     // A 1.21 to 1.25 server (only with --webhooks): nothing can be held back.
     let targets = match mode {
         Some(Mode::SchedulingGates) => vec![
-            discovery::resolve(&client, &url, &crate::cli::ResourceSpec::pods(), deadline).await?,
+            discovery::resolve(&client, &url, &discovery::ResourceSpec::pods(), deadline).await?,
         ],
         Some(Mode::Initializers) => every_listable_resource(&client, &url, deadline).await?,
         None => Vec::new(),
@@ -238,7 +240,7 @@ pub fn releases(rules: &Rules, obj: &Held, now: Timestamp) -> Option<String> {
         .min_by_key(|r| r.after)
         .map(
             |r| match r.after.checked_sub(age).filter(|w| !w.is_zero()) {
-                Some(wait) => format!("{r} in {}", human_age(wait.as_secs().max(1))),
+                Some(wait) => format!("{r} in {}", text::age(wait.as_secs().max(1))),
                 None => format!("{r} now"),
             },
         )
@@ -360,47 +362,6 @@ async fn list_all(
     }
 }
 
-/// kubectl's short ages: `45s`, `3m20s`, `12m`, `5h3m`, `20h`, `3d4h`, `12d`, `2y40d`.
-pub fn human_age(secs: u64) -> String {
-    let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
-    if secs < 120 {
-        format!("{secs}s")
-    } else if m < 10 {
-        if secs.is_multiple_of(60) {
-            format!("{m}m")
-        } else {
-            format!("{m}m{}s", secs % 60)
-        }
-    } else if h < 3 {
-        format!("{m}m")
-    } else if h < 8 {
-        if m.is_multiple_of(60) {
-            format!("{h}h")
-        } else {
-            format!("{h}h{}m", m % 60)
-        }
-    } else if h < 48 {
-        format!("{h}h")
-    } else if h < 24 * 8 {
-        if h.is_multiple_of(24) {
-            format!("{d}d")
-        } else {
-            format!("{d}d{}h", h % 24)
-        }
-    } else if d < 365 * 2 {
-        format!("{d}d")
-    } else if d < 365 * 8 {
-        let y = d / 365;
-        if d.is_multiple_of(365) {
-            format!("{y}y")
-        } else {
-            format!("{y}y{}d", d % 365)
-        }
-    } else {
-        format!("{}y", d / 365)
-    }
-}
-
 /// The table, aligned like kubectl's: columns padded to the widest cell plus three spaces.
 pub fn table(report: &Report) -> String {
     let mut out = objects_table(report);
@@ -470,7 +431,7 @@ fn objects_table(report: &Report) -> String {
                 Some(ns) => format!("{ns}/{}", r.name),
                 None => r.name.clone(),
             },
-            human_age(r.age_seconds),
+            text::age(r.age_seconds),
             r.blocked_by.join(","),
             if r.labelled { "yes" } else { "no" }.into(),
             r.owner.clone().unwrap_or_else(|| "<none>".into()),
@@ -510,7 +471,7 @@ pub fn summary(report: &Report) -> String {
             .map(|n| format!("{n}/"))
             .unwrap_or_default(),
         oldest.name,
-        human_age(oldest.age_seconds)
+        text::age(oldest.age_seconds)
     )
 }
 
@@ -524,32 +485,12 @@ fn print(report: &Report, output: Output) -> Result<()> {
             serde_saphyr::to_string(report).map_err(|e| Error::Output(e.to_string()))?
         }
     };
-    print!("{text}");
-    Ok(())
+    crate::output::print(&text)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ages_like_kubectl() {
-        let cases = [
-            (0, "0s"),
-            (45, "45s"),
-            (119, "119s"),
-            (200, "3m20s"),
-            (600, "10m"),
-            (3 * 3600 + 120, "3h2m"),
-            (20 * 3600, "20h"),
-            (3 * 86400 + 4 * 3600, "3d4h"),
-            (12 * 86400, "12d"),
-            (800 * 86400, "2y70d"),
-        ];
-        for (secs, want) in cases {
-            assert_eq!(human_age(secs), want, "{secs}");
-        }
-    }
 
     #[test]
     fn table_is_aligned_and_summarised() {

@@ -76,6 +76,18 @@ pub fn node_name(s: &str) -> Result<(), String> {
     }
 }
 
+/// Checks a scheduling gate name: a qualified name (`example.com/quota`).
+pub fn gate_name(s: &str) -> Result<(), String> {
+    if is_qualified_name(s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{s}' is not a scheduling gate name: a gate name is a qualified name, \
+             an optional DNS subdomain prefix and '/', then at most 63 characters of [A-Za-z0-9-_.] (e.g. 'example.com/quota')"
+        ))
+    }
+}
+
 /// Checks an initializer or scheduling gate name given to `--only`.
 /// Initializer names are DNS subdomains (`podimage.example.com`); gate names are
 /// qualified names (`example.com/quota`); either form is accepted.

@@ -281,6 +281,49 @@ async fn once_retries_within_its_budget_then_names_what_it_could_not_clear() {
     }
 }
 
+/// `--timeout` is the budget of the whole run, not of each `--resource`: with two
+/// resources whose objects can never be cleared, `--once` still exits within it.
+#[tokio::test]
+async fn once_spends_one_budget_across_every_resource() {
+    let bed = Bed::legacy(&[INIT]).await;
+    bed.double.set_faults(reject(
+        "stuck",
+        422,
+        "updates may not change fields other than metadata.initializers",
+    ));
+    bed.double
+        .create("pods", "default", pod("stuck-pod", true))
+        .unwrap();
+    let deploy = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "stuck-deploy", "labels": {LABEL: "true"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "stuck"}},
+            "template": {"metadata": {"labels": {"app": "stuck"}},
+                         "spec": {"containers": [{"name": "c", "image": "x"}]}}
+        }
+    });
+    bed.double
+        .create("deployments.apps", "default", deploy)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut m = bed.metainit(&[
+        "--once",
+        "--timeout",
+        "3s",
+        "--resource",
+        "pods",
+        "--resource",
+        "deployments.apps",
+    ]);
+    assert_eq!(m.wait(WAIT).await.code(), Some(1), "{:#?}", m.log());
+    let took = started.elapsed();
+    assert!(m.out().contains("failed 2"), "{}", m.out());
+    // 3 s of budget and the start; a budget per resource takes 6 s at least.
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+}
+
 /// Row 4: PATCHes accepted and never answered time out (`--request-timeout`), count as
 /// `timeout`, are retried, and never hold up clearing, even more of them than the
 /// concurrency.

@@ -668,3 +668,18 @@ async fn once_retries_for_the_whole_timeout_budget() {
         patches.len()
     );
 }
+
+/// `metainit --once | head -1`: once the reader of its summary is gone, `--once` exits as
+/// it would have, quietly, without a panic.
+#[tokio::test]
+async fn once_into_a_closed_pipe_exits_quietly() {
+    let bed = Bed::modern().await;
+    bed.double
+        .create("pods", "default", gated_pod("p", true, &[KUEUE]))
+        .unwrap();
+    let kc = bed.kubeconfig.display().to_string();
+    let (code, err) = run_into_closed_pipe(&["--kubeconfig", &kc, "--once"], WAIT).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(gates(&bed.double.get("pods", "default", "p").unwrap()).is_empty());
+}

@@ -719,3 +719,23 @@ async fn webhooks_forbidden_exits_2_naming_the_manifest() {
         "{out}"
     );
 }
+
+/// `metainit status | head -1`: once the reader is gone, status exits as it would have,
+/// quietly, without a panic.
+#[tokio::test]
+async fn status_into_a_closed_pipe_exits_quietly() {
+    let bed = Bed::modern().await;
+    for i in 0..3 {
+        bed.double
+            .create(
+                "pods",
+                "default",
+                gated_pod(&format!("job-{i}"), false, &["example.com/quota"]),
+            )
+            .unwrap();
+    }
+    let kc = bed.kubeconfig.display().to_string();
+    let (code, err) = run_into_closed_pipe(&["status", "--kubeconfig", &kc], LIMIT).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

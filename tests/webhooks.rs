@@ -410,6 +410,54 @@ async fn leaves_alone_what_is_not_its_to_touch() {
     }
 }
 
+/// The server's revision goes backwards (etcd restored from a snapshot): the watches of
+/// the webhook configurations and of the endpoints resume from a version the server has
+/// not reached and hear nothing. The resync lists them again, so a deadlock that starts
+/// after the restore is still broken.
+#[tokio::test]
+async fn a_deadlock_after_an_etcd_restore_is_still_broken() {
+    let bed = Bed::modern().await;
+    let snapshot = bed.double.snapshot();
+    let metainit = bed.metainit(&[
+        "--webhooks",
+        "--webhook-grace",
+        "1s",
+        "--resync-period",
+        "1s",
+    ]);
+    // A first deadlock, exempted and restored: the watches have seen every change so far.
+    serve(&bed.double, "first", "first-svc", false);
+    bed.double
+        .create(
+            VWC,
+            "",
+            config(
+                "first",
+                true,
+                "validate.first.example.com",
+                "Fail",
+                "first",
+                "first-svc",
+            ),
+        )
+        .expect("configuration");
+    until_admitted(&bed, "first", "the first webhook's namespace").await;
+    set_ready(&bed.double, "first", "first-svc", true);
+    eventually("the first exemption removed", WAIT, || {
+        patches_to(&bed, "validatingwebhookconfigurations", "first").len() == 2
+    })
+    .await;
+    let seen = bed.double.resource_version();
+    bed.double.restore(&snapshot);
+    gatekeeper(&bed, false);
+    assert!(
+        bed.double.resource_version() < seen,
+        "the new configuration's revision is below what metainit saw"
+    );
+    until_admitted(&bed, "gk", "the webhook's own namespace, after the restore").await;
+    assert!(metainit.stop().await.success());
+}
+
 #[tokio::test]
 async fn endpoints_flapping_faster_than_the_grace_period_cause_no_patch() {
     let bed = Bed::modern().await;
@@ -617,6 +665,34 @@ async fn the_daemon_with_dry_run_says_and_writes_nothing() {
         }),
         "a dry run wrote something"
     );
+    metainit.stop().await;
+}
+
+/// A dry run says what it would do once per outage, not once for ever: a second outage
+/// of the same webhook is said again.
+#[tokio::test]
+async fn the_daemon_with_dry_run_says_each_outage_once() {
+    let bed = Bed::modern().await;
+    gatekeeper(&bed, false);
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s", "--dry-run"]);
+    let said = || {
+        metainit
+            .log()
+            .iter()
+            .filter(|l| {
+                l.contains(msg::WOULD_EXEMPT) && l.contains("webhook=validate.gk.example.com")
+            })
+            .count()
+    };
+    eventually("the first outage said", WAIT, || said() == 1).await;
+    set_ready(&bed.double, "gk", "gk-svc", true);
+    metainit
+        .logged("the service back", |l| {
+            l.contains("has a ready endpoint again")
+        })
+        .await;
+    set_ready(&bed.double, "gk", "gk-svc", false);
+    eventually("the second outage said", WAIT, || said() == 2).await;
     metainit.stop().await;
 }
 

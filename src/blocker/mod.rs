@@ -27,14 +27,6 @@ impl Mode {
         }
     }
 
-    /// The reason of the Event written on a cleared object.
-    pub fn event_reason(self) -> &'static str {
-        match self {
-            Mode::Initializers => "InitializersCleared",
-            Mode::SchedulingGates => "SchedulingGatesCleared",
-        }
-    }
-
     /// Decides what to do with an object as seen, given the `--only` names (empty: all).
     /// The clearing patch first tests the object's uid and its `label_key` label as seen,
     /// so that it never clears an object re-created under the same name, nor one whose

@@ -10,17 +10,13 @@ use std::{
     time::Duration,
 };
 
-use futures::StreamExt;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::{
-    Api, Client,
-    runtime::{WatchStreamExt, watcher},
-};
+use kube::{Api, Client, runtime::watcher};
 use tokio::{task::AbortHandle, time::Instant};
-use tracing::{info, warn};
+use tracing::info;
 
 use super::decide::{Endpoints, Service};
-use crate::{admin::Health, metrics::Metrics};
+use crate::{admin::Health, metrics::Metrics, watch};
 
 /// The label EndpointSlices carry with their service's name.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -75,6 +71,8 @@ pub struct Services {
     origin: Instant,
     health: Arc<Health>,
     metrics: Arc<Metrics>,
+    /// How often each watch lists everything again.
+    resync: Duration,
     /// Called with the configurations to look at again when a service's state changes.
     wake: Arc<dyn Fn(&str) + Send + Sync>,
     entries: Mutex<HashMap<Service, Entry>>,
@@ -86,6 +84,7 @@ impl Services {
         origin: Instant,
         health: Arc<Health>,
         metrics: Arc<Metrics>,
+        resync: Duration,
         wake: Arc<dyn Fn(&str) + Send + Sync>,
     ) -> Arc<Self> {
         Arc::new(Services {
@@ -93,6 +92,7 @@ impl Services {
             origin,
             health,
             metrics,
+            resync,
             wake,
             entries: Mutex::new(HashMap::new()),
         })
@@ -164,7 +164,7 @@ impl Services {
                 (Endpoints::Ready { .. }, true) | (Endpoints::Down { .. }, false) => return,
                 (Endpoints::Down { since }, true) => {
                     e.outage = Some(now.saturating_sub(since));
-                    info!(service = %service, after = %crate::discovery::human_duration(now.saturating_sub(since)),
+                    info!(service = %service, after = %crate::text::duration(now.saturating_sub(since)),
                           "a webhook's service has a ready endpoint again");
                     Endpoints::Ready { since: now }
                 }
@@ -185,48 +185,29 @@ impl Services {
     /// The watch of one service's EndpointSlices, for as long as a configuration names it.
     async fn watch(self: Arc<Self>, service: Service, health: usize) {
         let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &service.namespace);
-        let config = watcher::Config::default().labels(&selector(&service));
-        let mut stream = watcher(api, config).default_backoff().boxed();
-        let name = format!("endpointslices of {service}");
+        let mut events = watch::Events::new(
+            api,
+            watch::Spec {
+                name: format!("endpointslices of {service}"),
+                filter: watch::Filter::labels(&selector(&service)),
+                resync: self.resync,
+                rbac_hint: super::RBAC_HINT,
+                health: self.health.clone(),
+                index: health,
+                metrics: self.metrics.clone(),
+            },
+        );
         let mut slices: HashMap<String, EndpointSlice> = HashMap::new();
         let mut listing: HashMap<String, EndpointSlice> = HashMap::new();
-        let mut synced = false;
-        let mut failing: Option<(std::time::Instant, u32)> = None;
-        while let Some(event) = stream.next().await {
-            let event = match event {
-                Ok(e) => e,
-                Err(e) => {
-                    let cause = crate::watch::cause(&e);
-                    self.metrics.watch_restart(cause);
-                    failing.get_or_insert((std::time::Instant::now(), 0)).1 += 1;
-                    if cause != "expired" {
-                        let why = crate::watch::reason_with(&e, super::RBAC_HINT);
-                        self.health.watch_failed(health, why.clone());
-                        let (code, reason) = crate::watch::status_fields(&e);
-                        warn!(resource = %name, error = %why, status.code = code,
-                              status.reason = reason.map(tracing::field::display), "watch failed; retrying with backoff");
-                    }
-                    continue;
-                }
-            };
-            if !matches!(event, watcher::Event::Init) {
-                if let Some((since, attempts)) = failing.take() {
-                    info!(resource = %name, after = ?since.elapsed(), attempts, "watch recovered");
-                }
-                self.health.watch_ok(health);
-            }
-            let key = |s: &EndpointSlice| s.metadata.name.clone().unwrap_or_default();
-            match event {
+        let key = |s: &EndpointSlice| s.metadata.name.clone().unwrap_or_default();
+        loop {
+            match events.next().await {
                 watcher::Event::Init => listing.clear(),
                 watcher::Event::InitApply(s) => {
                     listing.insert(key(&s), s);
                 }
                 watcher::Event::InitDone => {
                     slices = std::mem::take(&mut listing);
-                    if !synced {
-                        synced = true;
-                        self.health.synced(health);
-                    }
                     self.set(&service, any_ready(slices.values()));
                 }
                 watcher::Event::Apply(s) => {

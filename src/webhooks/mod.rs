@@ -8,11 +8,12 @@
 //! removes exactly what it added. Patches to webhook configurations are never sent to
 //! webhooks, so this always works; every other namespace keeps failing closed.
 //!
-//! Shape: the two configuration kinds are watched by label (kube-runtime's watcher and a
-//! reflector store each) and feed one work queue (`queue.rs`) keyed by
+//! Shape: the two configuration kinds are watched by label (`configs.rs`, on the one watch
+//! of `watch.rs`, and a reflector store each) and feed one work queue (`queue.rs`) keyed by
 //! `plural/name`; a service's change of state queues the configurations that name it; a
 //! grace period still running is a timer on the queue.
 
+mod configs;
 pub mod decide;
 pub mod endpoints;
 pub mod once;
@@ -24,16 +25,11 @@ use std::{
     time::Duration,
 };
 
-use futures::{Stream, StreamExt};
 use k8s_openapi::jiff::Timestamp;
 use kube::{
-    Api, Client, Resource,
+    Api, Client, Resource, ResourceExt,
     api::{ApiResource, DynamicObject},
-    runtime::{
-        WatchStreamExt,
-        reflector::{ObjectRef, Store, store::Writer},
-        watcher,
-    },
+    runtime::reflector::{ObjectRef, Store, store::Writer},
 };
 use serde::de::IgnoredAny;
 use serde_json::Value;
@@ -42,37 +38,16 @@ use tracing::{info, warn};
 
 use crate::{
     admin::Health,
-    discovery::human_duration,
     events::{self, Sink},
     failure::{self, Failure, describe, status_fields},
     metrics::Metrics,
     queue::Queue,
+    text, watch,
 };
+use configs::follow;
+pub use configs::{ConfigKind, GROUP, kinds};
 use decide::{ANNOTATION, Endpoints, Hook, Service, Step};
 use endpoints::Services;
-
-pub const GROUP: &str = "admissionregistration.k8s.io";
-
-/// The two kinds of webhook configuration (admissionregistration.k8s.io/v1, cluster-scoped).
-pub fn kinds() -> [ApiResource; 2] {
-    let kind = |kind: &str, plural: &str| ApiResource {
-        group: GROUP.into(),
-        version: "v1".into(),
-        api_version: format!("{GROUP}/v1"),
-        kind: kind.into(),
-        plural: plural.into(),
-    };
-    [
-        kind(
-            "MutatingWebhookConfiguration",
-            "mutatingwebhookconfigurations",
-        ),
-        kind(
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-        ),
-    ]
-}
 
 /// What the engine needs from the command line.
 pub struct Settings {
@@ -81,24 +56,8 @@ pub struct Settings {
     pub dry_run: bool,
     pub node: String,
     pub concurrency: usize,
-}
-
-impl Settings {
-    /// From the run command's flags; `--once` waits for no grace.
-    pub fn from_args(args: &crate::cli::RunArgs) -> crate::Result<Settings> {
-        Ok(Settings {
-            label_key: args.label_key()?,
-            grace: if args.once {
-                Duration::ZERO
-            } else {
-                args.webhook_grace
-                    .unwrap_or(crate::cli::DEFAULT_WEBHOOK_GRACE)
-            },
-            dry_run: args.dry_run,
-            node: crate::events::node_name(args.node_name.as_deref())?,
-            concurrency: 2,
-        })
-    }
+    /// How often every watch lists everything again (`--resync-period`).
+    pub resync: Duration,
 }
 
 /// Where the state of a service's endpoints comes from: the watches of the daemon, or
@@ -171,12 +130,18 @@ struct Engine {
     origin: Instant,
     added: Mutex<HashMap<(String, String), Added>>,
     failures: Mutex<HashMap<String, u32>>,
-    /// Dry-run lines already said, so each is logged once per state.
+    /// Lines already said, so each is logged once per state: `KEY/...`, forgotten when
+    /// the state ends or the configuration goes.
     said: Mutex<HashSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The `said` entry of a dry-run line on a webhook of configuration `key` (uid `uid`).
+fn dry_run_line(key: &str, uid: &str, hook: &str, what: &str) -> String {
+    format!("{key}/{uid}/{hook}/{what}")
 }
 
 /// The queue's key of a configuration: `plural/name`.
@@ -204,6 +169,7 @@ pub async fn run(
         origin,
         health.clone(),
         metrics.clone(),
+        settings.resync,
         wake,
     );
     let mut stores = Vec::new();
@@ -212,14 +178,16 @@ pub async fn run(
         let writer: Writer<DynamicObject> = Writer::new(ar.clone());
         stores.push((ar.clone(), writer.as_reader()));
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        sources.push(follow(
-            api,
-            ar,
-            settings.label_key.clone(),
-            writer,
-            health.clone(),
-            metrics.clone(),
-        ));
+        let spec = watch::Spec {
+            name: ar.plural.clone(),
+            filter: watch::Filter::labels(&settings.label_key),
+            resync: settings.resync,
+            rbac_hint: RBAC_HINT,
+            health: health.clone(),
+            index: health.add_watch(&ar.plural, api.resource_url()),
+            metrics: metrics.clone(),
+        };
+        sources.push(follow(api, ar, settings.label_key.clone(), writer, spec));
     }
     {
         let stores: Vec<Store<DynamicObject>> = stores.iter().map(|(_, s)| s.clone()).collect();
@@ -231,7 +199,7 @@ pub async fn run(
                 .sum()
         }));
     }
-    info!(label_key = %settings.label_key, grace = %human_duration(settings.grace), dry_run = settings.dry_run,
+    info!(label_key = %settings.label_key, grace = %text::duration(settings.grace), dry_run = settings.dry_run,
           "watching labelled webhook configurations and their services' endpoints");
     let concurrency = settings.concurrency;
     let engine = Arc::new(Engine {
@@ -274,88 +242,6 @@ fn records_of(
     )
 }
 
-/// The keys of the labelled configurations of one kind, as the watch sees them change;
-/// the store behind `writer` is kept up to date first. After a relist, every key known
-/// before is yielded too, so a configuration deleted meanwhile lets go of its services.
-fn follow(
-    api: Api<DynamicObject>,
-    ar: ApiResource,
-    label_key: String,
-    mut writer: Writer<DynamicObject>,
-    health: Arc<Health>,
-    metrics: Arc<Metrics>,
-) -> std::pin::Pin<Box<dyn Stream<Item = String> + Send>> {
-    let name = ar.plural.clone();
-    let index = health.add_watch(&name, api.resource_url());
-    let mut failing: Option<(std::time::Instant, u32)> = None;
-    let mut known: HashSet<String> = HashSet::new();
-    let mut listed: HashSet<String> = HashSet::new();
-    watcher(api, watcher::Config::default().labels(&label_key))
-        .default_backoff()
-        .flat_map(move |event| {
-            let keys: Vec<String> = match event {
-                Err(e) => {
-                    let cause = crate::watch::cause(&e);
-                    metrics.watch_restart(cause);
-                    failing.get_or_insert((std::time::Instant::now(), 0)).1 += 1;
-                    if cause != "expired" {
-                        let why = crate::watch::reason_with(&e, RBAC_HINT);
-                        health.watch_failed(index, why.clone());
-                        let (code, reason) = crate::watch::status_fields(&e);
-                        warn!(resource = %name, error = %why, status.code = code,
-                              status.reason = reason.map(tracing::field::display), "watch failed; retrying with backoff");
-                    }
-                    Vec::new()
-                }
-                Ok(event) => {
-                    if !matches!(event, watcher::Event::Init) {
-                        if let Some((since, attempts)) = failing.take() {
-                            info!(resource = %name, after = ?since.elapsed(), attempts, "watch recovered");
-                        }
-                        health.watch_ok(index);
-                    }
-                    writer.apply_watcher_event(&event);
-                    match event {
-                        watcher::Event::Init => {
-                            listed.clear();
-                            Vec::new()
-                        }
-                        watcher::Event::InitApply(o) => {
-                            listed.insert(key_of(&ar, &o.name_any()));
-                            Vec::new()
-                        }
-                        watcher::Event::InitDone => {
-                            info!(resource = %name, labelled = listed.len(), label_key = %label_key, "listed; watching");
-                            health.synced(index);
-                            let all: Vec<String> = known.union(&listed).cloned().collect();
-                            known = std::mem::take(&mut listed);
-                            all
-                        }
-                        watcher::Event::Apply(o) => {
-                            let k = key_of(&ar, &o.name_any());
-                            known.insert(k.clone());
-                            vec![k]
-                        }
-                        watcher::Event::Delete(o) => {
-                            let k = key_of(&ar, &o.name_any());
-                            if records_of(&o).is_ok_and(|r| !r.is_empty()) {
-                                warn!(config = %k, annotation = ANNOTATION,
-                                      "a configuration metainit had exempted was deleted or lost the label key: \
-                                       metainit no longer sees it, and its exemption stays until removed by hand");
-                            }
-                            known.remove(&k);
-                            vec![k]
-                        }
-                    }
-                }
-            };
-            futures::stream::iter(keys)
-        })
-        .boxed()
-}
-
-use kube::ResourceExt;
-
 impl Engine {
     async fn work(self: Arc<Self>, queue: &Queue<String>, key: String) {
         match self.reconcile(&key).await {
@@ -397,11 +283,16 @@ impl Engine {
         let Some(obj) = obj else {
             // Deleted, or no longer labelled: its services are no longer watched for it.
             self.services.track(key, &[]);
+            let prefix = format!("{key}/");
+            lock(&self.said).retain(|s| !s.starts_with(&prefix));
             return Ok(look);
         };
         let hooks = decide::hooks(&obj.data);
         let records = match records_of(&obj) {
-            Ok(r) => r,
+            Ok(r) => {
+                lock(&self.said).remove(&format!("{key}/unreadable"));
+                r
+            }
             Err(why) => {
                 if lock(&self.said).insert(format!("{key}/unreadable")) {
                     warn!(config = %key, %why, "left alone");
@@ -446,8 +337,11 @@ impl Engine {
                 },
             );
             match step {
-                Step::Wait(w) => look.wait = Some(look.wait.map_or(w, |o: Duration| o.min(w))),
-                Step::Nothing => {}
+                Step::Wait(w) => {
+                    look.wait = Some(look.wait.map_or(w, |o: Duration| o.min(w)));
+                    self.nothing_to_say(key, &uid, &h.name);
+                }
+                Step::Nothing => self.nothing_to_say(key, &uid, &h.name),
                 _ => steps.push((h.index, step)),
             }
         }
@@ -613,7 +507,7 @@ impl Engine {
                 let down_for = if self.services.once() {
                     "unknown".to_string()
                 } else {
-                    human_duration(*down_for)
+                    text::duration(*down_for)
                 };
                 // Counted before it is said: whoever reads the line finds it in the metrics.
                 self.metrics.webhook_exemptions.inc();
@@ -624,7 +518,7 @@ impl Engine {
                 } else {
                     format!(
                         "has had no ready endpoint for {down_for} (--webhook-grace {})",
-                        human_duration(self.settings.grace)
+                        text::duration(self.settings.grace)
                     )
                 };
                 let message = format!(
@@ -635,7 +529,7 @@ impl Engine {
                     events::webhook_event(
                         ar,
                         &obj.metadata,
-                        events::WEBHOOK_EXEMPTED,
+                        events::Reason::WebhookSelfExempted,
                         message,
                         node,
                     ),
@@ -654,7 +548,7 @@ impl Engine {
                     .service
                     .as_ref()
                     .and_then(|s| self.services.outage(s))
-                    .map(human_duration);
+                    .map(text::duration);
                 let why = match (up_for, &gone) {
                     (Some(_), _) if self.services.once() => {
                         format!(
@@ -663,11 +557,11 @@ impl Engine {
                     }
                     (Some(up), Some(gone)) => format!(
                         "its service {service} has had ready endpoints for {} after {gone} without",
-                        human_duration(*up)
+                        text::duration(*up)
                     ),
                     (Some(up), None) => format!(
                         "its service {service} has had ready endpoints for {}",
-                        human_duration(*up)
+                        text::duration(*up)
                     ),
                     (None, _) => match h.guarded_service() {
                         Some(now) => format!(
@@ -687,7 +581,7 @@ impl Engine {
                     events::webhook_event(
                         ar,
                         &obj.metadata,
-                        events::WEBHOOK_RESTORED,
+                        events::Reason::WebhookRestored,
                         message,
                         node,
                     ),
@@ -695,6 +589,16 @@ impl Engine {
                 );
             }
             Step::Nothing | Step::Wait(_) => {}
+        }
+    }
+
+    /// A webhook with nothing to do now: what a dry run said of it is over, and the next
+    /// exemption or restoration it would make is said again.
+    fn nothing_to_say(&self, key: &str, uid: &str, hook: &str) {
+        if self.settings.dry_run {
+            let mut said = lock(&self.said);
+            said.remove(&dry_run_line(key, uid, hook, "exempt"));
+            said.remove(&dry_run_line(key, uid, hook, "restore"));
         }
     }
 
@@ -713,13 +617,13 @@ impl Engine {
                     namespace,
                     down_for,
                 } => {
-                    if lock(&self.said).insert(format!("{uid}/{}/exempt", h.name)) {
+                    if lock(&self.said).insert(dry_run_line(key, uid, &h.name, "exempt")) {
                         info!(config = %key, webhook = %h.name, namespace = %namespace, service = %service,
-                              down_for = %human_duration(*down_for), "dry run: would exempt the webhook's own namespace");
+                              down_for = %text::duration(*down_for), "dry run: would exempt the webhook's own namespace");
                     }
                 }
                 Step::Restore { .. } => {
-                    if lock(&self.said).insert(format!("{uid}/{}/restore", h.name)) {
+                    if lock(&self.said).insert(dry_run_line(key, uid, &h.name, "restore")) {
                         info!(config = %key, webhook = %h.name, service = %service,
                               "dry run: would restore the webhook's namespace selector");
                     }

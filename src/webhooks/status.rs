@@ -12,11 +12,11 @@ use kube::{
 use serde::Serialize;
 
 use super::{
+    ConfigKind,
     decide::{self, ANNOTATION, Service},
     endpoints::ready_now,
-    kinds,
 };
-use crate::{Result, discovery, status::human_age};
+use crate::{Result, discovery, text};
 
 /// One webhook that is down or exempted.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -56,7 +56,7 @@ impl WebhookRow {
     pub fn describe(&self) -> String {
         let ago = self
             .exempted_seconds
-            .map(|s| format!(" {} ago", human_age(s)))
+            .map(|s| format!(" {} ago", text::age(s)))
             .unwrap_or_default();
         let ns = &self.namespace;
         match self.state {
@@ -130,17 +130,13 @@ pub async fn list(
     deadline: Option<Duration>,
 ) -> Result<Vec<WebhookRow>> {
     let mut configs = Vec::new();
-    for ar in kinds() {
+    for kind in ConfigKind::ALL {
+        let ar = kind.resource();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
         let params = ListParams::default().labels(label_key);
         let what = format!("LIST {}", ar.plural);
         let list = discovery::with_retries(&what, url, deadline, || api.list(&params)).await?;
-        let kind = if ar.kind.starts_with("Mutating") {
-            "mutating"
-        } else {
-            "validating"
-        };
-        configs.extend(list.items.into_iter().map(|o| (kind, o)));
+        configs.extend(list.items.into_iter().map(|o| (kind.label(), o)));
     }
     let mut ready = HashMap::new();
     for s in decide::guarded_services(configs.iter().map(|(_, o)| &o.data)) {

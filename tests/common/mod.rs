@@ -327,6 +327,30 @@ pub async fn run_to_end_env(
     )
 }
 
+/// Runs metainit to completion with its stdout a pipe nobody reads any more (as in
+/// `metainit status | head -1` once `head` has exited): exit code and stderr.
+pub async fn run_into_closed_pipe(args: &[&str], limit: Duration) -> (i32, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_metainit"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("metainit starts");
+    // The reading end closed before metainit writes a byte.
+    drop(child.stdout.take());
+    let out = tokio::time::timeout(limit, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("metainit {args:?} did not finish within {limit:?}"))
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// GET on the admin server: status code and body.
 pub async fn admin_get(addr: &str, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

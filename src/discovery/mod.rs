@@ -2,6 +2,10 @@
 //! so the mode, and the resources named on the command line, found in its discovery
 //! documents as kubectl finds them.
 
+mod resource;
+
+pub use resource::{ResourceSpec, parse_resource};
+
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
@@ -11,7 +15,6 @@ use tracing::warn;
 use crate::{
     Error, Result,
     blocker::Mode,
-    cli::{ModeArg, ResourceSpec},
     client::{chain, is_tls_failure, is_transient},
     failure::describe,
     object::{Held, Kind},
@@ -65,7 +68,7 @@ where
         Some(d) => match tokio::time::timeout(d, attempt).await {
             Ok(r) => r,
             Err(_) => {
-                let d = human_duration(d);
+                let d = crate::text::duration(d);
                 let last = last.lock().map(|l| l.clone()).unwrap_or_default();
                 let last = if last.is_empty() {
                     format!("no answer within {d}")
@@ -94,15 +97,30 @@ fn log_retry(what: &str, url: &str, e: &kube::Error, wait: Duration) {
     }
 }
 
-/// `500ms`, `3s`, `1.5s`, `2m`, `2h`: as the flags are written.
-pub fn human_duration(d: Duration) -> String {
-    let (secs, millis) = (d.as_secs(), d.subsec_millis());
-    match (secs, millis) {
-        (0, ms) => format!("{ms}ms"),
-        (s, 0) if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
-        (s, 0) if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
-        (s, 0) => format!("{s}s"),
-        _ => format!("{}s", (d.as_secs_f64() * 1000.0).round() / 1000.0),
+/// `--webhooks` against a server (or a `--mode`) older than 1.21; `why` says which.
+pub fn webhooks_too_old(why: &str) -> Error {
+    Error::Config(format!(
+        "--webhooks needs Kubernetes 1.21 or later (EndpointSlices in discovery.k8s.io/v1, and the \
+         kubernetes.io/metadata.name label on every namespace), but {why}: drop --webhooks"
+    ))
+}
+
+/// The error for a gates-only flag on a server (or a `--mode`) without scheduling gates;
+/// `why` says which.
+pub fn gates_only(flag: &str, why: &str) -> Error {
+    Error::Config(format!(
+        "{flag} works on scheduling gates (Kubernetes 1.26 and later), but {why}: \
+         drop {flag}, or run against a server with scheduling gates (--mode scheduling-gates)"
+    ))
+}
+
+/// In scheduling-gates mode the only resource is pods.
+pub fn gates_need_pods(resources: &[ResourceSpec]) -> Result<()> {
+    match resources.iter().find(|r| !r.is_pods()) {
+        Some(r) => Err(Error::Config(format!(
+            "--resource {r}: scheduling gates exist only on pods; in scheduling-gates mode the resource must be pods"
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -202,22 +220,17 @@ pub fn has_webhook_support(major: u32, minor: u32) -> bool {
 pub async fn choose_mode(
     client: &Client,
     url: &str,
-    asked: ModeArg,
+    asked: Option<Mode>,
     deadline: Option<Duration>,
     webhooks: bool,
 ) -> Result<Option<Mode>> {
     let info = with_retries("GET /version", url, deadline, || client.apiserver_version()).await;
-    let forced = match asked {
-        ModeArg::Auto => None,
-        ModeArg::Initializers => Some(Mode::Initializers),
-        ModeArg::SchedulingGates => Some(Mode::SchedulingGates),
-    };
-    let Some(forced) = forced else {
+    let Some(forced) = asked else {
         let info = info?;
         let version = parse_version(&info.major, &info.minor, &info.git_version);
         if webhooks && let Some((major, minor)) = version {
             if !has_webhook_support(major, minor) {
-                return Err(crate::cli::webhooks_too_old(&format!(
+                return Err(webhooks_too_old(&format!(
                     "the API server at {url} is {}",
                     info.git_version
                 )));

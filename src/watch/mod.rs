@@ -1,0 +1,274 @@
+//! Every watch of the process goes through here (the labelled objects or unbound pods, the
+//! webhook configurations, a webhook service's EndpointSlices): kube-runtime's watcher
+//! with the server's selection, which pages the list, resumes from the last
+//! resourceVersion, relists on a 410 event and backs off a failing server (0.8 s to 30 s,
+//! jittered). Around it (`Events`), what a real cluster needs besides:
+//!
+//! - a full relist every `--resync-period`, which bounds any blindness (a watch resumed
+//!   from a version the server has not reached since an etcd restore is accepted and
+//!   silent until the revision passes it); before it, a one-item LIST reads the
+//!   server's revision, and a revision lower than one already seen is said out loud;
+//! - a relist when a watch start is answered with an HTTP 410 or 504, which the watcher
+//!   alone would retry from the same version for ever;
+//! - `/readyz`, the restart metric and the "watch failed"/"watch recovered" lines, fed
+//!   with the real reason of every failure.
+//!
+//! The watch of the objects to clear is `objects.rs`.
+
+mod objects;
+
+pub use objects::{Selector, UNBOUND, Watch};
+
+use std::{
+    fmt::Debug,
+    pin::Pin,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use futures::{StreamExt, stream::BoxStream};
+use kube::{
+    Api, Resource,
+    api::ListParams,
+    runtime::{WatchStreamExt, watcher},
+};
+use serde::de::DeserializeOwned;
+use tracing::{info, warn};
+
+use crate::{
+    admin::Health,
+    failure::describe,
+    metrics::{Metrics, WatchCause},
+};
+
+/// Why the watch restarted, for the metric.
+fn cause(e: &watcher::Error) -> WatchCause {
+    match e {
+        watcher::Error::InitialListFailed(_) => WatchCause::ListFailed,
+        watcher::Error::WatchStartFailed(_) => WatchCause::WatchStartFailed,
+        watcher::Error::WatchError(s) if s.code == 410 => WatchCause::Expired,
+        watcher::Error::WatchError(_) => WatchCause::WatchError,
+        watcher::Error::WatchFailed(_) => WatchCause::StreamFailed,
+        watcher::Error::NoResourceVersion => WatchCause::NoResourceVersion,
+    }
+}
+
+/// The failure in words, with what to do about a 401 or 403 (`rbac_hint`: the watch's own
+/// manifest).
+fn reason_with(e: &watcher::Error, rbac_hint: &str) -> String {
+    let (what, status) = match e {
+        watcher::Error::InitialListFailed(e) => ("list failed", describe(e)),
+        watcher::Error::WatchStartFailed(e) => ("watch start failed", describe(e)),
+        watcher::Error::WatchFailed(e) => ("watch stream failed", describe(e)),
+        watcher::Error::WatchError(s) => (
+            "watch error",
+            format!("{} {}: {}", s.code, s.reason, s.message),
+        ),
+        watcher::Error::NoResourceVersion => {
+            ("no resourceVersion", "the server sent none".to_string())
+        }
+    };
+    let hint = match status.split(' ').next() {
+        Some("403") => format!("; {rbac_hint}"),
+        Some("401") => "; the API server does not accept the kubeconfig's credentials".into(),
+        _ => String::new(),
+    };
+    format!("{what}: {status}{hint}")
+}
+
+/// The server's answer behind a failure, as log fields (see `failure::status_fields`).
+fn status_fields(e: &watcher::Error) -> (Option<u16>, Option<&str>) {
+    match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => crate::failure::status_fields(e),
+        watcher::Error::WatchError(s) => (Some(s.code), Some(s.reason.as_str())),
+        watcher::Error::NoResourceVersion => (None, None),
+    }
+}
+
+/// A watch start the watcher would retry from the same version, but which needs a relist.
+fn needs_relist(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 410 || s.code == 504)
+}
+
+/// Which objects the server sends: by label, by field, or both.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    pub labels: Option<String>,
+    pub fields: Option<String>,
+}
+
+impl Filter {
+    pub fn labels(selector: &str) -> Filter {
+        Filter {
+            labels: Some(selector.to_string()),
+            fields: None,
+        }
+    }
+
+    fn watcher(&self) -> watcher::Config {
+        let mut config = watcher::Config::default();
+        if let Some(l) = &self.labels {
+            config = config.labels(l);
+        }
+        if let Some(f) = &self.fields {
+            config = config.fields(f);
+        }
+        config
+    }
+
+    fn list(&self) -> ListParams {
+        let mut params = ListParams::default();
+        if let Some(l) = &self.labels {
+            params = params.labels(l);
+        }
+        if let Some(f) = &self.fields {
+            params = params.fields(f);
+        }
+        params
+    }
+}
+
+/// One watch: its name in logs and `/readyz`, what it selects, how often it lists
+/// everything again, and where it reports.
+pub struct Spec {
+    pub name: String,
+    pub filter: Filter,
+    pub resync: Duration,
+    /// What to grant when the server answers 403.
+    pub rbac_hint: &'static str,
+    pub health: Arc<Health>,
+    /// Its entry in `health` (`Health::add_watch`).
+    pub index: usize,
+    pub metrics: Arc<Metrics>,
+}
+
+/// The events of one watch with every failure handled here: `next` never ends and never
+/// fails. After a relist (a resync, a 410) the events are `Init`, the objects, `InitDone`.
+pub struct Events<K: Resource + 'static> {
+    api: Api<K>,
+    spec: Spec,
+    inner: BoxStream<'static, watcher::Result<watcher::Event<K>>>,
+    /// When to list everything again; one timer for the watch's life, not one per event.
+    resync_at: Pin<Box<tokio::time::Sleep>>,
+    /// The highest resourceVersion seen, to notice the server's going backwards.
+    highest: u64,
+    /// Since when, and how many times, the watch has been failing.
+    failing: Option<(Instant, u32)>,
+}
+
+impl<K> Events<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    pub fn new(api: Api<K>, spec: Spec) -> Self {
+        Events {
+            inner: start(&api, &spec),
+            resync_at: Box::pin(tokio::time::sleep(spec.resync)),
+            api,
+            spec,
+            highest: 0,
+            failing: None,
+        }
+    }
+
+    pub async fn next(&mut self) -> watcher::Event<K> {
+        loop {
+            let event = tokio::select! {
+                event = self.inner.next() => event,
+                _ = self.resync_at.as_mut() => {
+                    self.resync().await;
+                    continue;
+                }
+            };
+            match event {
+                Some(Ok(event)) => {
+                    self.seen(&event);
+                    return event;
+                }
+                Some(Err(e)) => self.failed(e),
+                None => self.inner = start(&self.api, &self.spec),
+            }
+        }
+    }
+
+    fn seen(&mut self, event: &watcher::Event<K>) {
+        let s = &self.spec;
+        // `Init` comes before the list is even asked for: it proves nothing.
+        if !matches!(event, watcher::Event::Init) {
+            if let Some((since, attempts)) = self.failing.take() {
+                info!(resource = %s.name, after = ?since.elapsed(), attempts, "watch recovered");
+            }
+            s.health.watch_ok(s.index);
+        }
+        match event {
+            watcher::Event::InitApply(o) | watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                self.highest = self.highest.max(version(o));
+            }
+            watcher::Event::InitDone => s.health.synced(s.index),
+            watcher::Event::Init => {}
+        }
+    }
+
+    fn failed(&mut self, e: watcher::Error) {
+        let s = &self.spec;
+        let cause = cause(&e);
+        s.metrics.watch_restart(cause);
+        let (_, attempts) = self.failing.get_or_insert((Instant::now(), 0));
+        *attempts += 1;
+        if cause == WatchCause::Expired {
+            info!(resource = %s.name, "resource version expired; listing again");
+            return;
+        }
+        let why = reason_with(&e, s.rbac_hint);
+        s.health.watch_failed(s.index, why.clone());
+        let (code, reason) = status_fields(&e);
+        warn!(resource = %s.name, error = %why, status.code = code,
+              status.reason = reason.map(tracing::field::display), "watch failed; retrying with backoff");
+        if needs_relist(&e) {
+            self.inner = start(&self.api, &self.spec);
+        }
+    }
+
+    /// Reads the server's revision, then lists everything again.
+    async fn resync(&mut self) {
+        let s = &self.spec;
+        self.resync_at
+            .as_mut()
+            .reset(tokio::time::Instant::now() + s.resync);
+        let probe = s.filter.list().limit(1);
+        if let Ok(list) = self.api.list(&probe).await
+            && let Some(now) = list
+                .metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+        {
+            if now < self.highest {
+                warn!(resource = %s.name, from = self.highest, to = now,
+                      "the server's revision went backwards: etcd restored from a snapshot? listing everything again");
+                s.metrics.watch_restart(WatchCause::RevisionBackwards);
+            }
+            self.highest = now;
+        }
+        self.inner = start(&self.api, &self.spec);
+    }
+}
+
+fn start<K>(api: &Api<K>, spec: &Spec) -> BoxStream<'static, watcher::Result<watcher::Event<K>>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher(api.clone(), spec.filter.watcher())
+        .default_backoff()
+        .boxed()
+}
+
+fn version<K: Resource>(obj: &K) -> u64 {
+    obj.meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
