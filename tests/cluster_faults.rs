@@ -173,27 +173,7 @@ fn etcd(cp: &ControlPlane, path: &str, body: &str) -> Value {
 #[tokio::test]
 async fn a_compaction_while_the_watch_is_away_makes_metainit_list_again() {
     let (cp, ns, metainit, addr) = running().await;
-    cp.stop("kube-apiserver");
-    // Writes metainit's watch never sees, then a compaction past its resourceVersion: the
-    // API server that starts again can serve no watch from there.
-    for i in 0..50 {
-        let key = base64(&format!("/metainit-test/filler-{i}"));
-        etcd(
-            &cp,
-            "/v3/kv/put",
-            &format!(r#"{{"key":"{key}","value":"eA=="}}"#),
-        );
-    }
-    let revision = etcd(&cp, "/v3/kv/range", r#"{"key":"AA==","limit":1}"#)["header"]["revision"]
-        .as_str()
-        .expect("a revision")
-        .to_string();
-    etcd(
-        &cp,
-        "/v3/kv/compaction",
-        &format!(r#"{{"revision":"{revision}","physical":true}}"#),
-    );
-    cp.start("kube-apiserver");
+    let revision = compact_while_down(&cp);
     let took = cleared_after(&cp, &ns, "after").await;
     println!(
         "compaction at revision {revision}: the new pod cleared and bound {took:?} after its create"
@@ -327,5 +307,129 @@ async fn api_priority_and_fairness_throttles_metainit_and_every_pod_is_cleared()
         "APF: {} requests answered 429 by the API server, {throttled} PATCHes counted throttled by metainit, {patches} PATCHes in all",
         rejected.len()
     );
+    assert!(metainit.stop().await.success());
+}
+
+/// Writes to etcd that no watch sees, then a compaction past them, while kube-apiserver
+/// is down; starts it again: every watch resumes from a version the new server cannot
+/// serve.
+fn compact_while_down(cp: &ControlPlane) -> String {
+    cp.stop("kube-apiserver");
+    for i in 0..50 {
+        let key = base64(&format!("/metainit-test/filler-{i}"));
+        etcd(
+            cp,
+            "/v3/kv/put",
+            &format!(r#"{{"key":"{key}","value":"eA=="}}"#),
+        );
+    }
+    let revision = etcd(cp, "/v3/kv/range", r#"{"key":"AA==","limit":1}"#)["header"]["revision"]
+        .as_str()
+        .expect("a revision")
+        .to_string();
+    etcd(
+        cp,
+        "/v3/kv/compaction",
+        &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+    );
+    cp.start("kube-apiserver");
+    revision
+}
+
+/// metainit's LIST requests in the audit log whose path ends with `resource`.
+fn lists_of(cp: &ControlPlane, resource: &str) -> usize {
+    requests(cp)
+        .into_iter()
+        .filter(|e| e["verb"] == "list")
+        .filter(|e| {
+            let uri = e["requestURI"].as_str().unwrap_or("");
+            uri.split('?').next().unwrap_or("").ends_with(resource)
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn every_watch_lists_again_after_a_too_old_resource_version() {
+    let cp = ControlPlane::own();
+    cp.apply_manifest("manifests/rbac.yaml");
+    cp.apply_manifest("manifests/rbac-webhooks.yaml");
+    let ns = cp.namespace("watches");
+    cp.kubectl_ok(&["create", "namespace", "gk"]);
+    // A labelled webhook whose service has an endpoint that is not ready, on ConfigMaps,
+    // which no test creates: nothing is ever sent to it.
+    cp.create(
+        "gk",
+        &serde_json::json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "gk-svc-abc", "labels": {"kubernetes.io/service-name": "gk-svc"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["192.0.2.10"], "conditions": {"ready": false}}],
+            "ports": [{"port": 8443, "protocol": "TCP"}],
+        }),
+    );
+    cp.create(
+        "gk",
+        &serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "gk-svc"},
+                            "spec": {"ports": [{"port": 443, "targetPort": 8443}]}}),
+    );
+    cp.create(
+        "default",
+        &serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "gk", "labels": {common::LABEL: ""}},
+            "webhooks": [{"name": "validate.gk.example.com",
+                "clientConfig": {"service": {"namespace": "gk", "name": "gk-svc", "path": "/validate"}},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+                "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"]}],
+        }),
+    );
+    let metainit = cp.metainit(
+        &cp.metainit,
+        &[
+            "--webhooks",
+            "--webhook-grace",
+            "1s",
+            "--release-gate",
+            "example.com/orphan=1h",
+        ],
+    );
+    let addr = metainit.admin_addr().await;
+    ready(&addr, 200).await;
+    let resources = [
+        "/pods",
+        "/validatingwebhookconfigurations",
+        "/mutatingwebhookconfigurations",
+        "/endpointslices",
+    ];
+    for r in resources {
+        assert!(
+            lists_of(&cp, r) >= 1,
+            "{r} listed at start: {:?}",
+            requests(&cp)
+        );
+    }
+    let listed: Vec<usize> = resources.iter().map(|r| lists_of(&cp, r)).collect();
+    let revision = compact_while_down(&cp);
+    let took = cleared_after(&cp, &ns, "after").await;
+    println!(
+        "every watch, compaction at {revision}: the new pod cleared {took:?} after its create"
+    );
+    for (r, before) in resources.iter().zip(listed) {
+        until(&format!("{r} listed again"), WAIT, || async {
+            (lists_of(&cp, r) > before).then_some(())
+        })
+        .await;
+    }
+    let metrics = metrics_until(&addr, "the expired watches counted", WAIT, |m| {
+        counter_sum(m, "metainit_watch_restarts_total{cause=\"expired\"}") >= 1.0
+    })
+    .await;
+    let causes: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("metainit_watch_restarts_total{") && !l.ends_with(" 0"))
+        .collect();
+    println!("every watch: {causes:?}");
+    ready(&addr, 200).await;
+    no_hot_loop(&cp, "every watch");
     assert!(metainit.stop().await.success());
 }
