@@ -111,6 +111,23 @@ write_pod "$TMP/plain.yaml" plain other "" ""
 expect "$P kubectl version" "$(k version -o json)" "\"gitVersion\": \"$VERSION\""
 expect "$P create gated" "$(k create -f "$TMP/gated.yaml")" 'pod/gated created'
 expect "$P create plain" "$(k create -f "$TMP/plain.yaml")" 'pod/plain created'
+# An Event on the gated pod, as a controller writes one (core/v1): the events table, the
+# field selectors and what kubectl describe finds with them.
+uid=$(k get pod gated -o jsonpath='{.metadata.uid}')
+now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+cat >"$TMP/event.json" <<JSON
+{"apiVersion": "v1", "kind": "Event", "metadata": {"name": "gated-ev"},
+ "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "gated", "uid": "$uid"},
+ "reason": "Tested", "message": "checked by check.sh", "type": "Normal",
+ "source": {"component": "check", "host": "node-1"}, "count": 1,
+ "firstTimestamp": "$now", "lastTimestamp": "$now"}
+JSON
+expect "$P create event" "$(k create -f "$TMP/event.json")" '^event/gated-ev created'
+expect "$P events table" "$(k get events)" '^[0-9]+s +Normal +Tested +pod/gated +checked by check.sh'
+expect "$P events wide table" "$(k get events -o wide)" 'pod/gated +check, node-1 +checked by check.sh +[0-9]+s +1 +gated-ev'
+expect "$P events by field" \
+    "$(k get events --field-selector involvedObject.name=gated,reason=Tested,source=check -o name)" '^event/gated-ev$'
+expect "$P describe finds the pod's events" "$(k describe pod gated)" 'Normal +Tested +[0-9]+s +check +checked by check.sh'
 # OpenAPI v3 declares fieldValidation: kubectl sends fieldValidation=Strict and the server
 # refuses unknown fields; --validate=warn gets the server's warning; explain reads v3.
 write_pod "$TMP/typo.yaml" typo other "  bogus: 1" ""

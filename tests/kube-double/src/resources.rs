@@ -106,6 +106,12 @@ impl ResourceInfo {
         self.key == "namespaces"
     }
 
+    /// core/v1 Events (events.k8s.io/v1 ones get the generic table and selectors here; the
+    /// real server prints and selects both through the core names).
+    pub fn is_events(&self) -> bool {
+        self.kind == "Event" && self.group.is_empty()
+    }
+
     /// A Validating- or MutatingWebhookConfiguration.
     pub fn is_webhook_configuration(&self) -> bool {
         self.group == "admissionregistration.k8s.io"

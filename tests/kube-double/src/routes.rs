@@ -418,9 +418,9 @@ fn list_options(
             Generation::Modern => status::bad_request(crate::selectors::modern_message(e)),
             Generation::Legacy => status::bad_request(e),
         })?;
-    let fields = FieldSelector::parse(
+    let fields = FieldSelector::parse_for(
         query.get("fieldSelector").map_or("", String::as_str),
-        res.is_pods(),
+        FieldSelector::fields_of(res.is_pods(), res.is_events()),
     )
     .map_err(status::bad_request)?;
     let limit = match query.get("limit") {

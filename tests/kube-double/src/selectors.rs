@@ -447,8 +447,38 @@ const POD_FIELDS: &[&str] = &[
     "status.nominatedNodeName",
 ];
 
+/// Extra ones supported for events (`pkg/registry/core/event/strategy.go`,
+/// `ToSelectableFields`); `source` is the source's component, else the reporting controller.
+pub const EVENT_FIELDS: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+];
+
 impl FieldSelector {
+    /// The fields a resource supports beyond the metadata's: `POD_FIELDS` for pods,
+    /// `EVENT_FIELDS` for events, none otherwise.
+    pub fn fields_of(pods: bool, events: bool) -> &'static [&'static str] {
+        match (pods, events) {
+            (true, _) => POD_FIELDS,
+            (_, true) => EVENT_FIELDS,
+            _ => &[],
+        }
+    }
+
     pub fn parse(s: &str, pods: bool) -> Result<FieldSelector, String> {
+        Self::parse_for(s, Self::fields_of(pods, false))
+    }
+
+    pub fn parse_for(s: &str, extra: &[&str]) -> Result<FieldSelector, String> {
         let mut terms = Vec::new();
         if s.trim().is_empty() {
             return Ok(FieldSelector::default());
@@ -466,7 +496,7 @@ impl FieldSelector {
                 ));
             };
             let field = field.trim();
-            let known = COMMON_FIELDS.contains(&field) || (pods && POD_FIELDS.contains(&field));
+            let known = COMMON_FIELDS.contains(&field) || extra.contains(&field);
             if !known {
                 return Err(format!("field label not supported: {field}"));
             }
@@ -482,7 +512,14 @@ impl FieldSelector {
     pub fn matches_object(&self, obj: &Value) -> bool {
         self.terms.iter().all(|(field, eq, want)| {
             let pointer = format!("/{}", field.replace('.', "/"));
-            let have = match obj.pointer(&pointer) {
+            let value = match field.as_str() {
+                "source" => obj
+                    .pointer("/source/component")
+                    .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+                    .or_else(|| obj.pointer("/reportingComponent")),
+                _ => obj.pointer(&pointer),
+            };
+            let have = match value {
                 Some(Value::String(s)) => s.clone(),
                 Some(Value::Bool(b)) => b.to_string(),
                 Some(Value::Null) | None => {

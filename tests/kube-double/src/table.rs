@@ -69,7 +69,89 @@ fn col(name: &str, format: &str, priority: u32, description: &str) -> Value {
 const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 const AGE_DOC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
+/// kubernetes `pkg/printers/internalversion/printers.go`, `eventColumnDefinitions`.
+fn event_columns() -> Vec<Value> {
+    [
+        ("Last Seen", 0, "The time at which the most recent occurrence of this event was recorded."),
+        ("Type", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
+        ("Reason", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
+        ("Object", 0, "The object that this event is about."),
+        ("Subobject", 1, "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2]. For example, if the object reference is to a container within a pod, this would take on a value like: \"spec.containers{name}\" (where \"name\" refers to the name of the container that triggered the event) or if no container name is specified \"spec.containers[2]\" (container with index 2 in this pod). This syntax is chosen only to have some well-defined way of referencing a part of an object."),
+        ("Source", 1, "The component reporting this event. Should be a short machine understandable string."),
+        ("Message", 0, "A human-readable description of the status of this operation."),
+        ("First Seen", 1, "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)"),
+        ("Count", 1, "The number of times this event has occurred."),
+        ("Name", 1, NAME_DOC),
+    ]
+    .iter()
+    .map(|(n, p, d)| col(n, if *n == "Name" { "name" } else { "" }, *p, d))
+    .collect()
+}
+
+/// `printEvent`, with every cell (the server generates the wide form; kubectl hides the
+/// priority-1 columns).
+fn event_cells(obj: &Value) -> Vec<Value> {
+    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let first = match since(obj, "/firstTimestamp") {
+        Some(t) => t,
+        None => since(obj, "/eventTime").unwrap_or_else(|| "<unknown>".into()),
+    };
+    let (last, count) = match obj.get("series").filter(|v| v.is_object()) {
+        Some(series) => (
+            since(series, "/lastObservedTime").unwrap_or_else(|| "<unknown>".into()),
+            series["count"].as_i64().unwrap_or(0),
+        ),
+        None => (
+            since(obj, "/lastTimestamp").unwrap_or_else(|| first.clone()),
+            obj["count"].as_i64().filter(|c| *c != 0).unwrap_or(1),
+        ),
+    };
+    let kind = s("/involvedObject/kind").to_lowercase();
+    let target = match s("/involvedObject/name") {
+        "" => kind,
+        name => format!("{kind}/{name}"),
+    };
+    let component = Some(s("/source/component"))
+        .filter(|c| !c.is_empty())
+        .unwrap_or(s("/reportingComponent"));
+    let instance = Some(s("/source/host"))
+        .filter(|c| !c.is_empty())
+        .unwrap_or(s("/reportingInstance"));
+    let source = if instance.is_empty() {
+        component.to_string()
+    } else {
+        format!("{component}, {instance}")
+    };
+    vec![
+        json!(last),
+        json!(s("/type")),
+        json!(s("/reason")),
+        json!(target),
+        json!(s("/involvedObject/fieldPath")),
+        json!(source),
+        json!(s("/message").trim()),
+        json!(first),
+        json!(count),
+        json!(s("/metadata/name")),
+    ]
+}
+
+/// The time since the timestamp at `pointer`, as kubectl prints ages; `None` when unset.
+fn since(obj: &Value, pointer: &str) -> Option<String> {
+    let t = obj
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .and_then(parse_time)?;
+    Some(match SystemTime::now().duration_since(t) {
+        Ok(d) => human_duration(d),
+        Err(_) => "0s".into(),
+    })
+}
+
 fn columns(res: &ResourceInfo) -> Vec<Value> {
+    if res.is_events() {
+        return event_columns();
+    }
     if res.is_pods() {
         vec![
             col("Name", "name", 0, NAME_DOC),
@@ -336,6 +418,9 @@ pub fn pod_status(pod: &Value) -> String {
 }
 
 fn cells(res: &ResourceInfo, obj: &Value) -> Vec<Value> {
+    if res.is_events() {
+        return event_cells(obj);
+    }
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
