@@ -7,9 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target_dir=${CARGO_TARGET_DIR:-target}
 
+# Each step says when it starts, in seconds since the suite began (the CI's figures).
 step() {
     echo
-    echo "==> $*"
+    echo "==> [${SECONDS}s] $*"
 }
 
 step "cargo fmt --all -- --check"
