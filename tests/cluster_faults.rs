@@ -403,11 +403,11 @@ async fn every_watch_lists_again_after_a_too_old_resource_version() {
         "/endpointslices",
     ];
     for r in resources {
-        assert!(
-            lists_of(&cp, r) >= 1,
-            "{r} listed at start: {:?}",
-            requests(&cp)
-        );
+        // The audit log is written as requests complete: waited for, not read once.
+        until(&format!("{r} listed at start"), WAIT, || async {
+            (lists_of(&cp, r) >= 1).then_some(())
+        })
+        .await;
     }
     let listed: Vec<usize> = resources.iter().map(|r| lists_of(&cp, r)).collect();
     let revision = compact_while_down(&cp);

@@ -164,9 +164,11 @@ async fn breaks_the_deadlock(d: Deadlock) {
         "docs/troubleshooting.md quotes the refusal"
     );
 
+    // Read before the spawn, and before the patch below: the grace is measured from moments
+    // metainit cannot have acted on earlier.
+    let started = Instant::now();
     let metainit =
         d.cp.metainit(&d.cp.metainit, &["--webhooks", "--webhook-grace", "2s"]);
-    let started = Instant::now();
     until("the webhook's namespace exempted", WAIT, || async {
         d.exempted().then_some(())
     })
@@ -190,6 +192,7 @@ async fn breaks_the_deadlock(d: Deadlock) {
     assert!(out.contains(&refusal(d.hook)), "{out}");
 
     // The webhook comes back: a ready endpoint. No pod is created after this.
+    let ready = Instant::now();
     d.cp.kubectl_ok(&[
         "patch",
         "endpointslice",
@@ -200,7 +203,6 @@ async fn breaks_the_deadlock(d: Deadlock) {
         "-p",
         r#"[{"op":"replace","path":"/endpoints/0/conditions/ready","value":true}]"#,
     ]);
-    let ready = Instant::now();
     until("the configuration restored", WAIT, || async {
         let now = d.config();
         (written(&now) == written(&before)).then_some(())
