@@ -15,113 +15,30 @@
 #[path = "bench/bed.rs"]
 #[allow(dead_code)]
 mod bed;
+// The tests' control plane: scripts/control-plane.sh, started and stopped for this run.
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use std::{
     collections::HashMap,
     fmt::Write as _,
-    path::{Path, PathBuf},
+    path::Path,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use bed::{LIMIT, Metainit};
+use common::control_plane::ControlPlane;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
-    Api, Client,
+    Api,
     api::{Patch, PatchParams, PostParams, WatchEvent, WatchParams},
-    config::{KubeConfigOptions, Kubeconfig},
 };
 use serde_json::json;
 
 const LABEL: &str = "k8s.opsani.io/initializer";
 const GATE: &str = "bench.example.com/gate";
-
-struct ControlPlane {
-    dir: PathBuf,
-    admin: PathBuf,
-    metainit: PathBuf,
-}
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/control-plane.sh")
-}
-
-impl ControlPlane {
-    fn up() -> ControlPlane {
-        let out = std::process::Command::new("bash")
-            .arg(script())
-            .args(["up", "--owner", &std::process::id().to_string()])
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .expect("bash runs");
-        assert!(out.status.success(), "scripts/control-plane.sh up failed");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let var = |k: &str| -> PathBuf {
-            text.lines()
-                .find_map(|l| l.strip_prefix(&format!("export {k}=")))
-                .unwrap_or_else(|| panic!("no {k} in {text}"))
-                .into()
-        };
-        let cp = ControlPlane {
-            dir: var("METAINIT_CONTROL_PLANE"),
-            admin: var("CONTROL_PLANE_ADMIN"),
-            metainit: var("CONTROL_PLANE_METAINIT"),
-        };
-        cp.script(&["stop", "kube-scheduler"]);
-        cp.kubectl(&[
-            "apply",
-            "-f",
-            &format!("{}/manifests/rbac.yaml", env!("CARGO_MANIFEST_DIR")),
-        ]);
-        cp
-    }
-
-    fn script(&self, args: &[&str]) {
-        let ok = std::process::Command::new("bash")
-            .arg(script())
-            .args(args)
-            .arg(&self.dir)
-            .status()
-            .expect("bash runs")
-            .success();
-        assert!(ok, "scripts/control-plane.sh {args:?}");
-    }
-
-    fn kubectl(&self, args: &[&str]) {
-        let out = std::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.admin)
-            .args(args)
-            .output()
-            .expect("kubectl runs");
-        assert!(out.status.success(), "kubectl {args:?}: {out:?}");
-    }
-
-    fn namespace(&self, name: &str) {
-        self.kubectl(&["create", "namespace", name]);
-        self.kubectl(&["create", "serviceaccount", "default", "-n", name]);
-    }
-
-    async fn client(&self) -> Client {
-        let kubeconfig = Kubeconfig::read_from(&self.admin).expect("kubeconfig");
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .expect("config");
-        Client::try_from(config).expect("client")
-    }
-}
-
-impl Drop for ControlPlane {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("bash")
-            .arg(script())
-            .arg("down")
-            .arg(&self.dir)
-            .status();
-    }
-}
 
 fn gated(name: &str) -> Pod {
     serde_json::from_value(json!({
@@ -260,7 +177,9 @@ async fn main() {
     let quick = std::env::var("METAINIT_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0")
         || !std::env::args().any(|a| a == "--bench");
     let (single, many) = if quick { (50, 200) } else { (200, 1_000) };
-    let cp = ControlPlane::up();
+    let cp = ControlPlane::own();
+    cp.stop("kube-scheduler");
+    cp.apply_manifest("manifests/rbac.yaml");
     let client = cp.client().await;
     let mut report = String::new();
     let _ = writeln!(
@@ -274,8 +193,8 @@ async fn main() {
     let _ = writeln!(report, "|---|---|---|---|---|---|---|");
 
     // The floor, in a namespace of its own.
-    cp.namespace("floor");
-    let api: Api<Pod> = Api::namespaced(client.clone(), "floor");
+    let ns = cp.namespace("floor");
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let seen = Seen::watch(api.clone());
     let clearer = tight_clearer(api.clone(), 16);
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -292,15 +211,15 @@ async fn main() {
     );
 
     // metainit, the release build, as the user metainit.
-    cp.namespace("metainit");
-    let api: Api<Pod> = Api::namespaced(client.clone(), "metainit");
+    let ns = cp.namespace("metainit");
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let seen = Seen::watch(api.clone());
     let log = cp.dir.join("bench-metainit.log");
     let mut metainit = Metainit::spawn_with(
         &cp.metainit,
         "scheduling-gates",
         &log,
-        &["--namespace", "metainit"],
+        &["--namespace", &ns],
     );
     wait("metainit listening", || {
         std::fs::read_to_string(&log).is_ok_and(|l| l.contains("listed; watching"))

@@ -138,6 +138,22 @@ impl ControlPlane {
         assert!(ok, "scripts/control-plane.sh {args:?} failed");
     }
 
+    /// Whether the control plane dialled nothing outside 127.0.0.0/8 (its logs), with what
+    /// `control-plane.sh check-network` says otherwise.
+    pub fn check_network(&self) -> Result<(), String> {
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("check-network")
+            .arg(&self.dir)
+            .output()
+            .expect("bash runs");
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
     /// etcd's client URL (its JSON gateway serves `/v3/kv/...`).
     pub fn etcd(&self) -> String {
         let port = std::fs::read_to_string(self.dir.join("etcd.port")).expect("etcd.port");
