@@ -1352,3 +1352,35 @@ async fn status_lists_the_webhooks_that_are_down_and_their_state() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains(msg::WEBHOOKS_TOO_OLD), "{stderr}");
 }
+
+/// A webhook renamed while exempted (a chart's new name for it, the served entry kept with
+/// its exemption): the record follows the webhook to its new name, so nothing metainit
+/// added is left unrecorded, and the webhook under its new name is restored, byte for
+/// byte, once its service is back.
+#[tokio::test]
+async fn a_webhook_renamed_while_exempted_keeps_its_record_and_is_restored() {
+    let bed = Bed::modern().await;
+    gatekeeper(&bed, false);
+    let mut wanted = entry(&bed, "gk");
+    wanted["name"] = json!("check.gk.example.com");
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s"]);
+    until_admitted(&bed, "gk", "exempted").await;
+    let mut renamed = bed.double.get(VWC, "", "gk").unwrap();
+    renamed["webhooks"][0]["name"] = json!("check.gk.example.com");
+    bed.double.update(VWC, "", renamed).expect("rename");
+    eventually("the record under the new name", WAIT, || {
+        bed.double.get(VWC, "", "gk").unwrap()["metadata"]["annotations"][ANNOTATION]
+            .as_str()
+            .is_some_and(|a| {
+                a.contains("check.gk.example.com") && !a.contains("validate.gk.example.com")
+            })
+    })
+    .await;
+    set_ready(&bed.double, "gk", "gk-svc", true);
+    eventually("restored under the new name", WAIT, || {
+        let now = bed.double.get(VWC, "", "gk").unwrap();
+        now["webhooks"][0] == wanted && now["metadata"].get("annotations").is_none()
+    })
+    .await;
+    metainit.stop().await;
+}
