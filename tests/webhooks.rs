@@ -1384,3 +1384,63 @@ async fn a_webhook_renamed_while_exempted_keeps_its_record_and_is_restored() {
     .await;
     metainit.stop().await;
 }
+
+/// `/readyz` is about the process's own watches having listed once: a second labelled
+/// configuration naming a new service starts that service's EndpointSlices watch, whose
+/// first list (slow here) does not make the process unready.
+#[tokio::test]
+async fn readyz_stays_ready_while_a_new_services_watch_makes_its_first_list() {
+    let bed = Bed::modern().await;
+    gatekeeper(&bed, true);
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s"]);
+    let addr = metainit.admin_addr().await;
+    let start = std::time::Instant::now();
+    loop {
+        let (code, body) = admin_get(&addr, "/readyz").await;
+        if code == 200 {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "/readyz stayed {code}: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Every answer from now on comes late: the new service's first list takes a while.
+    bed.double.set_faults(kube_double::Faults {
+        latency: Duration::from_millis(1500),
+        ..kube_double::Faults::default()
+    });
+    serve(&bed.double, "gk2", "svc2", true);
+    bed.double
+        .create(
+            VWC,
+            "",
+            config(
+                "gk2",
+                true,
+                "validate.gk2.example.com",
+                "Fail",
+                "gk2",
+                "svc2",
+            ),
+        )
+        .expect("second configuration");
+    let listed = || {
+        bed.double.requests().iter().any(|r| {
+            r.method == "GET"
+                && r.status == 200
+                && r.path_and_query
+                    .starts_with("/apis/discovery.k8s.io/v1/namespaces/gk2/endpointslices")
+                && !r.path_and_query.contains("watch=")
+        })
+    };
+    let start = std::time::Instant::now();
+    while !listed() {
+        let (code, body) = admin_get(&addr, "/readyz").await;
+        assert_eq!(code, 200, "while the new service's first list runs: {body}");
+        assert!(
+            start.elapsed() < WAIT,
+            "the new service's EndpointSlices never listed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    metainit.stop().await;
+}
