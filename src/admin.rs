@@ -3,6 +3,7 @@
 //! shutting down) and `/metrics`.
 
 use std::{
+    collections::BTreeMap,
     net::SocketAddr,
     sync::{
         Arc, Mutex,
@@ -19,8 +20,15 @@ use crate::{Error, Result, client::Observer, metrics::Metrics};
 /// broken webhook) is that object's problem, counted and retried, not the process's.
 #[derive(Debug, Default)]
 pub struct Health {
-    watches: Mutex<Vec<WatchHealth>>,
+    watches: Mutex<Watches>,
     shutting_down: AtomicBool,
+}
+
+/// The watches by the id `add_watch` gave them, in the order they were added.
+#[derive(Debug, Default)]
+struct Watches {
+    next: usize,
+    by_id: BTreeMap<usize, WatchHealth>,
 }
 
 #[derive(Debug)]
@@ -28,11 +36,11 @@ struct WatchHealth {
     /// The collection path its LIST and WATCH use.
     path: String,
     name: String,
+    /// One of the process's own watches, whose first list readiness waits for.
+    core: bool,
     synced: bool,
     /// The last failure, until the server answers again.
     failed: Option<String>,
-    /// No longer watched (a webhook's service no configuration names any more).
-    retired: bool,
 }
 
 impl Health {
@@ -40,50 +48,68 @@ impl Health {
         Health::default()
     }
 
-    fn watches(&self) -> std::sync::MutexGuard<'_, Vec<WatchHealth>> {
+    fn watches(&self) -> std::sync::MutexGuard<'_, Watches> {
         self.watches.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers a watched resource; returns its index.
-    pub fn add_watch(&self, name: &str, path: &str) -> usize {
+    fn add(&self, name: &str, path: &str, core: bool) -> usize {
         let mut w = self.watches();
-        w.push(WatchHealth {
-            path: path.to_string(),
-            name: name.to_string(),
-            synced: false,
-            failed: None,
-            retired: false,
-        });
-        w.len() - 1
+        let id = w.next;
+        w.next += 1;
+        w.by_id.insert(
+            id,
+            WatchHealth {
+                path: path.to_string(),
+                name: name.to_string(),
+                core,
+                synced: false,
+                failed: None,
+            },
+        );
+        id
+    }
+
+    /// Registers one of the process's own watches (the labelled objects, the webhook
+    /// configurations); returns its id. Not ready until it has listed once.
+    pub fn add_watch(&self, name: &str, path: &str) -> usize {
+        self.add(name, path, true)
+    }
+
+    /// Registers a watch started on the way (a webhook's service); returns its id. Its
+    /// failures count, its first list does not: readiness says whether the process does
+    /// its work, and a configuration naming a new service does not stop it doing that.
+    pub fn add_later_watch(&self, name: &str, path: &str) -> usize {
+        self.add(name, path, false)
+    }
+
+    fn with(&self, id: usize, f: impl FnOnce(&mut WatchHealth)) {
+        if let Some(w) = self.watches().by_id.get_mut(&id) {
+            f(w);
+        }
     }
 
     /// A watch's list is done.
-    pub fn synced(&self, index: usize) {
-        if let Some(w) = self.watches().get_mut(index) {
+    pub fn synced(&self, id: usize) {
+        self.with(id, |w| {
             w.synced = true;
             w.failed = None;
-        }
+        });
     }
 
     /// A watch delivered an event: it runs.
-    pub fn watch_ok(&self, index: usize) {
-        if let Some(w) = self.watches().get_mut(index) {
-            w.failed = None;
-        }
+    pub fn watch_ok(&self, id: usize) {
+        self.with(id, |w| w.failed = None);
     }
 
     /// A watch failed, and why.
-    pub fn watch_failed(&self, index: usize, why: String) {
-        if let Some(w) = self.watches().get_mut(index) {
-            w.failed = Some(why);
-        }
+    pub fn watch_failed(&self, id: usize, why: String) {
+        self.with(id, |w| w.failed = Some(why));
     }
 
-    /// A watch that stopped on purpose: it no longer counts.
-    pub fn retire(&self, index: usize) {
-        if let Some(w) = self.watches().get_mut(index) {
-            w.retired = true;
-        }
+    /// A watch that stopped on purpose (a service no configuration names any more): it no
+    /// longer counts, and is forgotten.
+    pub fn retire(&self, id: usize) {
+        self.watches().by_id.remove(&id);
     }
 
     pub fn shutting_down(&self) {
@@ -96,16 +122,16 @@ impl Health {
             return Some("shutting down".into());
         }
         let watches = self.watches();
-        if watches.is_empty() {
+        if watches.by_id.is_empty() {
             return Some("not watching yet".into());
         }
         let why: Vec<String> = watches
-            .iter()
-            .filter(|w| !w.retired)
+            .by_id
+            .values()
             .filter_map(|w| match (&w.failed, w.synced) {
                 (Some(f), _) => Some(format!("watch of {} failed: {f}", w.name)),
-                (None, false) => Some(format!("first list of {} not done", w.name)),
-                (None, true) => None,
+                (None, false) if w.core => Some(format!("first list of {} not done", w.name)),
+                (None, _) => None,
             })
             .collect();
         (!why.is_empty()).then(|| why.join("; "))
@@ -114,7 +140,7 @@ impl Health {
 
 impl Observer for Health {
     fn answered(&self, path: &str) {
-        for w in self.watches().iter_mut() {
+        for w in self.watches().by_id.values_mut() {
             if w.path == path {
                 w.failed = None;
             }
@@ -198,5 +224,24 @@ mod tests {
         assert_eq!(h.not_ready(), None);
         h.shutting_down();
         assert_eq!(h.not_ready().as_deref(), Some("shutting down"));
+    }
+
+    #[test]
+    fn a_later_watch_counts_by_its_failures_and_a_retired_one_not_at_all() {
+        let h = Health::new();
+        let pods = h.add_watch("pods", "/api/v1/pods");
+        h.synced(pods);
+        let svc = h.add_later_watch("endpointslices of gk/svc", "/apis/x");
+        assert_eq!(h.not_ready(), None, "its first list is not waited for");
+        h.watch_failed(svc, "403 Forbidden".into());
+        assert_eq!(
+            h.not_ready().as_deref(),
+            Some("watch of endpointslices of gk/svc failed: 403 Forbidden")
+        );
+        h.retire(svc);
+        assert_eq!(h.not_ready(), None);
+        assert_eq!(h.watches().by_id.len(), 1, "its entry is gone");
+        h.watch_failed(svc, "late".into());
+        assert_eq!(h.not_ready(), None, "a retired id stays retired");
     }
 }

@@ -56,18 +56,33 @@ type Stack = BoxCloneSyncService<Request<Body>, Response<Box<DynBody>>, BoxError
 /// oneshot back), about 5 k instructions per request, and reads an answer into a `String`
 /// that metainit throws away; watches, lists and the rest keep using the `Client`.
 #[derive(Clone)]
-pub struct Direct(Stack);
+pub struct Direct {
+    stack: Stack,
+    /// `--request-timeout`, over the whole exchange: the `Guard` bounds the wait for the
+    /// headers only, and a body that stalls after them would hold a worker for ever.
+    timeout: Duration,
+}
 
 impl Direct {
     /// Sends a request and reads its answer whole, keeping nothing of it: as
     /// `Client::request_text` does, with the same errors (`Api` with the server's `Status`
     /// for a 4xx or 5xx, or one rebuilt from a body that is not one; `Service` for a
-    /// request that got no answer, the `Guard`'s timeout among them).
+    /// request that got no answer, or no whole answer, within `--request-timeout`).
     pub async fn send(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
+        if self.timeout.is_zero() {
+            return self.exchange(request).await;
+        }
+        match tokio::time::timeout(self.timeout, self.exchange(request)).await {
+            Ok(done) => done,
+            Err(_) => Err(kube::Error::Service(Box::new(RequestTimeout(self.timeout)))),
+        }
+    }
+
+    async fn exchange(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
         use http_body_util::BodyExt;
         use tower::ServiceExt;
         let res = self
-            .0
+            .stack
             .clone()
             .oneshot(request.map(Body::from))
             .await
@@ -150,7 +165,10 @@ pub fn build(
     let client = ClientBuilder::new(stack.clone(), config.default_namespace.clone())
         .with_layer(&layer)
         .build();
-    let direct = Direct(BoxCloneSyncService::new(layer.layer(stack)));
+    let direct = Direct {
+        stack: BoxCloneSyncService::new(layer.layer(stack)),
+        timeout: request_timeout,
+    };
     Ok((client, direct))
 }
 

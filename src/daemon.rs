@@ -57,6 +57,15 @@ struct Track {
     failures: u32,
 }
 
+fn track(uid: Option<&str>) -> Track {
+    let (uid, first_seen) = (uid.map(str::to_string), Instant::now());
+    Track {
+        uid,
+        first_seen,
+        failures: 0,
+    }
+}
+
 impl Tracks {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Track, ahash::RandomState>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
@@ -68,14 +77,7 @@ impl Tracks {
         if tracks.get(key).is_some_and(|t| t.uid.as_deref() == uid) {
             return;
         }
-        tracks.insert(
-            key.to_string(),
-            Track {
-                uid: uid.map(str::to_string),
-                first_seen: Instant::now(),
-                failures: 0,
-            },
-        );
+        tracks.insert(key.to_string(), track(uid));
     }
 
     /// Done with an object: how long it was pending, if it was.
@@ -83,14 +85,14 @@ impl Tracks {
         self.lock().remove(key).map(|t| t.first_seen.elapsed())
     }
 
-    /// Counts a failure; returns how many in a row.
-    fn failed(&self, key: &str) -> u32 {
+    /// Counts a failure of the object with `uid`; returns how many in a row. A new uid
+    /// under the same name is another object: its count starts afresh.
+    fn failed(&self, key: &str, uid: Option<&str>) -> u32 {
         let mut tracks = self.lock();
-        let t = tracks.entry(key.to_string()).or_insert_with(|| Track {
-            uid: None,
-            first_seen: Instant::now(),
-            failures: 0,
-        });
+        let t = tracks.entry(key.to_string()).or_insert_with(|| track(uid));
+        if uid.is_some() && t.uid.as_deref() != uid {
+            *t = track(uid);
+        }
         t.failures = t.failures.saturating_add(1);
         t.failures
     }
@@ -106,8 +108,8 @@ impl Tracks {
 }
 
 /// The delay before the next attempt at an object after a failure.
-fn retry_delay(tracks: &Tracks, key: &str, f: &Failure) -> (u32, Duration) {
-    let failures = tracks.failed(key);
+fn retry_delay(tracks: &Tracks, key: &str, uid: Option<&str>, f: &Failure) -> (u32, Duration) {
+    let failures = tracks.failed(key, uid);
     (
         failures,
         failure::backoff(failures, failure::retry_after(&f.error)),
@@ -116,10 +118,11 @@ fn retry_delay(tracks: &Tracks, key: &str, f: &Failure) -> (u32, Duration) {
 
 /// One attempt at the newest state of the object; after a failure, it comes back later.
 async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
-    // Deleted since it was queued: its track is swept with the others.
+    // Gone since it was queued (deleted, or bound and out of the store): nothing is kept.
     let Some(obj) = ctx.store.get(&key) else {
+        let key = ref_key(&key);
+        ctx.tracks.done(&key);
         if let Some(r) = &ctx.release {
-            let key = ref_key(&key);
             r.pace.forget(&key);
             r.said.forget(&key);
         }
@@ -131,7 +134,7 @@ async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
         Ok(Some(wait)) => ctx.queue.add_at(key, Instant::now() + wait),
         Err(f) => {
             let id = obj.key();
-            let (failures, backoff) = retry_delay(&ctx.tracks, &id, &f);
+            let (failures, backoff) = retry_delay(&ctx.tracks, &id, obj.uid(), &f);
             let wait = ctx.queue.add_after(key, backoff);
             ctx.clearer.report(&id, &f, failures, Some(wait));
         }
@@ -188,6 +191,7 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
         Verdict::None => {
             r.pace.forget(&key);
             r.said.forget(&key);
+            ctx.tracks.done(&key);
             return Ok(None);
         }
         Verdict::Later(wait) => {
@@ -219,7 +223,10 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
     let Some(patch) = release::patch(obj, &due) else {
         return Ok(None);
     };
-    ctx.clearer.release(obj, &due, &patch).await.map(|_| None)
+    ctx.clearer.release(obj, &due, &patch).await?;
+    // Released: a later failure of this pod is the first of a new run.
+    ctx.tracks.done(&key);
+    Ok(None)
 }
 
 /// Runs until SIGTERM; then lets in-flight patches and Events finish.
@@ -414,7 +421,7 @@ mod tests {
         let tracks = Tracks::default();
         tracks.pending("ns/a", Some("uid-1"));
         let delays: Vec<Duration> = (0..10)
-            .map(|_| retry_delay(&tracks, "ns/a", &failure(403, 0)).1)
+            .map(|_| retry_delay(&tracks, "ns/a", None, &failure(403, 0)).1)
             .collect();
         assert!(
             delays
@@ -425,9 +432,11 @@ mod tests {
         assert!(delays[0] <= Duration::from_millis(100));
         assert!(*delays.last().unwrap() <= Duration::from_secs(30));
         // Another object is not slowed down by this one.
-        assert!(retry_delay(&tracks, "ns/b", &failure(403, 0)).1 <= Duration::from_millis(100));
+        assert!(
+            retry_delay(&tracks, "ns/b", None, &failure(403, 0)).1 <= Duration::from_millis(100)
+        );
         // The server's Retry-After comes first.
-        assert!(retry_delay(&tracks, "ns/c", &failure(429, 7)).1 == Duration::from_secs(7));
+        assert!(retry_delay(&tracks, "ns/c", None, &failure(429, 7)).1 == Duration::from_secs(7));
 
         // Pending time is measured from when it was first seen, on the runtime's clock.
         tokio::time::advance(Duration::from_secs(5)).await;
@@ -435,22 +444,41 @@ mod tests {
         assert_eq!(tracks.done("ns/a"), Some(Duration::from_secs(5)));
         assert_eq!(tracks.done("ns/a"), None, "done once");
         assert_eq!(
-            retry_delay(&tracks, "ns/a", &failure(403, 0)).0,
+            retry_delay(&tracks, "ns/a", None, &failure(403, 0)).0,
             1,
             "reset after success"
         );
 
         // The same name with a new uid is a new object: a fresh count and clock.
         tracks.pending("ns/d", Some("old"));
-        retry_delay(&tracks, "ns/d", &failure(500, 0));
-        retry_delay(&tracks, "ns/d", &failure(500, 0));
+        retry_delay(&tracks, "ns/d", None, &failure(500, 0));
+        retry_delay(&tracks, "ns/d", None, &failure(500, 0));
         tokio::time::advance(Duration::from_secs(3)).await;
         tracks.pending("ns/d", Some("new"));
-        assert_eq!(retry_delay(&tracks, "ns/d", &failure(500, 0)).0, 1);
+        assert_eq!(retry_delay(&tracks, "ns/d", None, &failure(500, 0)).0, 1);
         tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(tracks.done("ns/d"), Some(Duration::from_secs(1)));
 
         tracks.retain(|k| k != "ns/b");
         assert_eq!(tracks.len(), 2, "ns/a and ns/c are left");
+    }
+
+    #[test]
+    fn release_failures_count_per_pod_and_start_afresh_for_a_new_uid() {
+        // An unlabelled pod under --release-gate is never `pending`: its failures make its
+        // track.
+        let tracks = Tracks::default();
+        let f = failure(500, 0);
+        assert_eq!(retry_delay(&tracks, "ns/p", Some("u1"), &f).0, 1);
+        assert_eq!(retry_delay(&tracks, "ns/p", Some("u1"), &f).0, 2);
+        assert_eq!(
+            retry_delay(&tracks, "ns/p", Some("u2"), &f).0,
+            1,
+            "deleted and created again under its name"
+        );
+        // Released (or gone): done with it.
+        assert!(tracks.done("ns/p").is_some());
+        assert_eq!(tracks.len(), 0, "nothing left behind");
+        assert_eq!(retry_delay(&tracks, "ns/p", Some("u2"), &f).0, 1);
     }
 }

@@ -367,6 +367,88 @@ async fn unanswered_requests_time_out_and_are_retried() {
     }
 }
 
+/// A loopback proxy in front of the double that passes everything on both ways, except
+/// the answer to the first PATCH: its headers go through, its body is held back for ever
+/// (a server or load balancer that stalls mid-answer).
+async fn stalling_proxy(upstream: std::net::SocketAddr) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            if let Ok(server) = tokio::net::TcpStream::connect(upstream).await {
+                tokio::spawn(relay(client, server, stalled.clone()));
+            }
+        }
+    });
+    format!("http://{addr}")
+}
+
+async fn relay(
+    client: tokio::net::TcpStream,
+    server: tokio::net::TcpStream,
+    stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::sync::{Arc, atomic::AtomicBool, atomic::Ordering::SeqCst};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut from_client, mut to_client) = client.into_split();
+    let (mut from_server, mut to_server) = server.into_split();
+    // HTTP/1.1 without pipelining: the answer after a PATCH is the PATCH's.
+    let stall_next = Arc::new(AtomicBool::new(false));
+    let mark = stall_next.clone();
+    let up = tokio::spawn(async move {
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n @ 1..) = from_client.read(&mut buf).await {
+            if buf[..n].starts_with(b"PATCH ") && !stalled.swap(true, SeqCst) {
+                mark.store(true, SeqCst);
+            }
+            if to_server.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut buf = vec![0u8; 1 << 16];
+    while let Ok(n @ 1..) = from_server.read(&mut buf).await {
+        if stall_next.load(SeqCst)
+            && let Some(end) = buf[..n].windows(4).position(|w| w == b"\r\n\r\n")
+        {
+            let _ = to_client.write_all(&buf[..end + 4]).await;
+            // The connection stays open and the body never comes.
+            std::future::pending::<()>().await;
+        }
+        if to_client.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    up.abort();
+}
+
+/// `--request-timeout` bounds the whole request, its body included: a PATCH whose answer
+/// stalls after its headers times out and frees its worker.
+#[tokio::test]
+async fn an_answer_that_stalls_after_its_headers_times_out() {
+    let g = Gen::Modern;
+    let bed = g.bed().await;
+    let url = stalling_proxy(bed.double.addr()).await;
+    let kubeconfig = bed.dir.path().join("kubeconfig-proxy");
+    std::fs::write(&kubeconfig, kube_double::kubeconfig_yaml(&url, None)).unwrap();
+    bed.double.create("pods", "default", g.held("p0")).unwrap();
+    let m = Metainit::spawn(&[
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--admin-addr".into(),
+        "127.0.0.1:0".into(),
+        "--request-timeout".into(),
+        "1s".into(),
+    ]);
+    wait_log(&m, "the stalled answer timed out", |l| {
+        l.contains("p0") && l.contains("no answer within 1s")
+    })
+    .await;
+    eventually("cleared", WAIT, || g.blocked(&bed, "p0").is_empty()).await;
+    assert!(m.stop().await.success());
+}
+
 /// Row 5: an object deleted and created again under the same name while its clear is
 /// being retried: the new object is the one worked on, and it is cleared.
 #[tokio::test]

@@ -1352,3 +1352,95 @@ async fn status_lists_the_webhooks_that_are_down_and_their_state() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains(msg::WEBHOOKS_TOO_OLD), "{stderr}");
 }
+
+/// A webhook renamed while exempted (a chart's new name for it, the served entry kept with
+/// its exemption): the record follows the webhook to its new name, so nothing metainit
+/// added is left unrecorded, and the webhook under its new name is restored, byte for
+/// byte, once its service is back.
+#[tokio::test]
+async fn a_webhook_renamed_while_exempted_keeps_its_record_and_is_restored() {
+    let bed = Bed::modern().await;
+    gatekeeper(&bed, false);
+    let mut wanted = entry(&bed, "gk");
+    wanted["name"] = json!("check.gk.example.com");
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s"]);
+    until_admitted(&bed, "gk", "exempted").await;
+    let mut renamed = bed.double.get(VWC, "", "gk").unwrap();
+    renamed["webhooks"][0]["name"] = json!("check.gk.example.com");
+    bed.double.update(VWC, "", renamed).expect("rename");
+    eventually("the record under the new name", WAIT, || {
+        bed.double.get(VWC, "", "gk").unwrap()["metadata"]["annotations"][ANNOTATION]
+            .as_str()
+            .is_some_and(|a| {
+                a.contains("check.gk.example.com") && !a.contains("validate.gk.example.com")
+            })
+    })
+    .await;
+    set_ready(&bed.double, "gk", "gk-svc", true);
+    eventually("restored under the new name", WAIT, || {
+        let now = bed.double.get(VWC, "", "gk").unwrap();
+        now["webhooks"][0] == wanted && now["metadata"].get("annotations").is_none()
+    })
+    .await;
+    metainit.stop().await;
+}
+
+/// `/readyz` is about the process's own watches having listed once: a second labelled
+/// configuration naming a new service starts that service's EndpointSlices watch, whose
+/// first list (slow here) does not make the process unready.
+#[tokio::test]
+async fn readyz_stays_ready_while_a_new_services_watch_makes_its_first_list() {
+    let bed = Bed::modern().await;
+    gatekeeper(&bed, true);
+    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s"]);
+    let addr = metainit.admin_addr().await;
+    let start = std::time::Instant::now();
+    loop {
+        let (code, body) = admin_get(&addr, "/readyz").await;
+        if code == 200 {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "/readyz stayed {code}: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Every answer from now on comes late: the new service's first list takes a while.
+    bed.double.set_faults(kube_double::Faults {
+        latency: Duration::from_millis(1500),
+        ..kube_double::Faults::default()
+    });
+    serve(&bed.double, "gk2", "svc2", true);
+    bed.double
+        .create(
+            VWC,
+            "",
+            config(
+                "gk2",
+                true,
+                "validate.gk2.example.com",
+                "Fail",
+                "gk2",
+                "svc2",
+            ),
+        )
+        .expect("second configuration");
+    let listed = || {
+        bed.double.requests().iter().any(|r| {
+            r.method == "GET"
+                && r.status == 200
+                && r.path_and_query
+                    .starts_with("/apis/discovery.k8s.io/v1/namespaces/gk2/endpointslices")
+                && !r.path_and_query.contains("watch=")
+        })
+    };
+    let start = std::time::Instant::now();
+    while !listed() {
+        let (code, body) = admin_get(&addr, "/readyz").await;
+        assert_eq!(code, 200, "while the new service's first list runs: {body}");
+        assert!(
+            start.elapsed() < WAIT,
+            "the new service's EndpointSlices never listed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    metainit.stop().await;
+}

@@ -327,8 +327,7 @@ pub fn patch(
             Step::Nothing | Step::Wait(_) => {}
         }
     }
-    // Records of webhooks no longer in the configuration are dropped.
-    recs.retain(|name, _| hooks.iter().any(|h| &h.name == name));
+    adopt_orphans(&mut recs, hooks, steps);
     if ops.is_empty() && recs == before {
         return None;
     }
@@ -355,6 +354,35 @@ pub fn patch(
         }
     }
     Some(Value::Array(guarded))
+}
+
+/// Records under a name no webhook of the configuration has any more. A webhook renamed
+/// while exempted still holds the expression: the record goes to its new name, so what
+/// metainit added stays recorded and the webhook, judged under its new name, has it
+/// restored once it no longer needs it. A record whose expression no other webhook holds
+/// is dropped: nothing of it is left to remove.
+fn adopt_orphans(recs: &mut BTreeMap<String, Record>, hooks: &[Hook], steps: &[(usize, Step)]) {
+    let orphans: Vec<String> = recs
+        .keys()
+        .filter(|name| !hooks.iter().any(|h| &h.name == *name))
+        .cloned()
+        .collect();
+    for name in orphans {
+        let Some(record) = recs.remove(&name) else {
+            continue;
+        };
+        // Not a webhook with a record of its own, nor one this patch changes.
+        let heir = hooks.iter().find(|h| {
+            !recs.contains_key(&h.name)
+                && h.has(&record.expression)
+                && !steps.iter().any(|(index, step)| {
+                    *index == h.index && matches!(step, Step::Exempt { .. } | Step::Restore { .. })
+                })
+        });
+        if let Some(h) = heir {
+            recs.insert(h.name.clone(), record);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -788,5 +816,33 @@ mod tests {
         // Nothing to do: no patch at all.
         assert_eq!(patch(&meta(None), &hooks, &[(0, Step::Nothing)], ""), None);
         assert!(records(Some("not json")).is_err());
+    }
+
+    #[test]
+    fn a_renamed_webhook_keeps_the_record_of_its_exemption() {
+        let rec = Record {
+            expression: expression("gk"),
+            since: "t".into(),
+        };
+        let text = serde_json::to_string(&BTreeMap::from([("old.example.com", &rec)])).unwrap();
+        let m = meta(Some(json!({ ANNOTATION: text })));
+        let annotation = |p: &Value| {
+            let doc = json!({"metadata": {"annotations": {ANNOTATION: "x"}}});
+            apply(&doc, &Value::Array(p.as_array().unwrap()[2..].to_vec()))["metadata"]
+                .get("annotations")
+                .and_then(|a| a.get(ANNOTATION))
+                .and_then(Value::as_str)
+                .map(|t| records(Some(t)).unwrap())
+        };
+        // Renamed, the expression kept: the record moves to the new name, as it was.
+        let renamed = hooks_with(json!({"matchExpressions": [expression("gk")]}));
+        let p = patch(&m, &renamed, &[(0, Step::Nothing)], "").unwrap();
+        assert_eq!(
+            annotation(&p),
+            Some(BTreeMap::from([("w.example.com".to_string(), rec.clone())]))
+        );
+        // Renamed and the expression gone: nothing to record.
+        let p = patch(&m, &hooks_with(json!({})), &[(0, Step::Nothing)], "").unwrap();
+        assert_eq!(annotation(&p), None);
     }
 }

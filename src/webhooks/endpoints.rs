@@ -125,7 +125,7 @@ impl Services {
             }
             let health = self
                 .health
-                .add_watch(&format!("endpointslices of {s}"), &slices_path(s));
+                .add_later_watch(&format!("endpointslices of {s}"), &slices_path(s));
             let task = tokio::spawn(self.clone().watch(s.clone(), health)).abort_handle();
             entries.insert(
                 s.clone(),
