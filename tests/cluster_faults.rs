@@ -292,6 +292,21 @@ async fn api_priority_and_fairness_throttles_metainit_and_every_pod_is_cleared()
         !rejected.is_empty(),
         "the API server throttled metainit (429s in its audit log)"
     );
+    // APF's 429 says when to come back in a `Retry-After` header (1 s at the least), with a
+    // plain-text body: every PATCH that followed a throttled one of the same pod came at
+    // least that long after it (metainit's own first backoff is 100 ms).
+    let gaps = retry_gaps(&requests(&cp));
+    assert!(!gaps.is_empty(), "a throttled PATCH was tried again");
+    let shortest = gaps.iter().min().copied().unwrap_or_default();
+    assert!(
+        shortest >= Duration::from_millis(990),
+        "a throttled PATCH was tried again {shortest:?} after its 429, before the server's \
+         Retry-After (1 s at the least)"
+    );
+    println!(
+        "APF: {} PATCHes tried again after a 429, the soonest {shortest:?} after it",
+        gaps.len()
+    );
     let metrics = metrics_until(&addr, "the throttled PATCHes counted", WAIT, |m| {
         counter_sum(m, "metainit_clear_failures_total{reason=\"throttled\"}") >= 1.0
     })
@@ -309,6 +324,37 @@ async fn api_priority_and_fairness_throttles_metainit_and_every_pod_is_cleared()
         rejected.len()
     );
     assert!(metainit.stop().await.success());
+}
+
+/// For each PATCH of a pod answered 429, the time from that answer to the pod's next PATCH
+/// (the audit log's stageTimestamp of the one, requestReceivedTimestamp of the other).
+fn retry_gaps(requests: &[Value]) -> Vec<Duration> {
+    let time = |e: &Value, field: &str| {
+        e[field]
+            .as_str()
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .unwrap_or_else(|| panic!("{field} in {e}"))
+    };
+    let mut patches: Vec<&Value> = requests
+        .iter()
+        .filter(|e| e["verb"] == "patch" && e["objectRef"]["resource"] == "pods")
+        .collect();
+    patches.sort_by_key(|e| time(e, "requestReceivedTimestamp"));
+    let mut gaps = Vec::new();
+    for (i, e) in patches.iter().enumerate() {
+        if e["responseStatus"]["code"] != 429 {
+            continue;
+        }
+        let name = &e["objectRef"]["name"];
+        if let Some(next) = patches[i + 1..]
+            .iter()
+            .find(|n| &n["objectRef"]["name"] == name)
+        {
+            let gap = time(next, "requestReceivedTimestamp") - time(e, "stageTimestamp");
+            gaps.push(Duration::try_from(gap).unwrap_or_default());
+        }
+    }
+    gaps
 }
 
 /// Writes to etcd that no watch sees, then a compaction past them, while kube-apiserver

@@ -56,6 +56,26 @@ pub fn error_response(e: &ApiError) -> Response<Body> {
     r
 }
 
+/// API Priority and Fairness's rejection (`tooManyRequests` in the real server's
+/// filters): a 429 with a `Retry-After` header and Go's `http.Error` plain text, no `Status`.
+fn throttled(retry_after: u64) -> Response<Body> {
+    let mut r = Response::new(full(
+        b"Too many requests, please try again later.\n".to_vec(),
+    ));
+    *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    let headers = r.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::RETRY_AFTER, header::HeaderValue::from(retry_after));
+    r
+}
+
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
     headers
         .get(name)
@@ -132,7 +152,7 @@ async fn respond(
         let code = shared.pick(&faults.codes()).unwrap_or(500);
         let generation = shared.config.generation;
         let e = match code {
-            429 => status::too_many_requests(faults.retry_after_secs),
+            429 => return throttled(faults.retry_after_secs),
             503 => status::service_unavailable(faults.retry_after_secs),
             410 => {
                 let requested = parse_rv(query).ok().flatten().unwrap_or(0);

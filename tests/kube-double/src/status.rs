@@ -419,18 +419,6 @@ pub fn continue_expired() -> ApiError {
     ))
 }
 
-pub fn too_many_requests(retry_after: u64) -> ApiError {
-    ApiError {
-        status: status(
-            429,
-            "TooManyRequests",
-            "Too many requests, please try again later.",
-            Some(details(None, "", "", None, Some(retry_after))),
-        ),
-        retry_after: Some(retry_after),
-    }
-}
-
 pub fn service_unavailable(retry_after: u64) -> ApiError {
     ApiError {
         status: status(
