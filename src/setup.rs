@@ -4,7 +4,6 @@
 use std::{sync::Arc, time::Duration};
 
 use kube::Client;
-use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::{
@@ -130,43 +129,4 @@ pub async fn clearers(
     info!(%mode, resources = %resources.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
           namespace = settings.namespace.as_deref().unwrap_or("(all)"), dry_run = settings.dry_run, %node, "running");
     Ok((Some(mode), clearers, events))
-}
-
-/// For `--once` and `status`: the first SIGTERM or SIGINT logs `what` and flips the
-/// returned flag, so the command can finish what it is doing and exit with its own code
-/// (never the signal's 143); a second signal exits at once (130), as in the daemon.
-pub fn stop_on_signals(what: &'static str) -> watch::Receiver<bool> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            tracing::error!("cannot listen for signals; stop the process with SIGKILL");
-            // Keep the sender: a dropped one would read as "never stopped" anyway.
-            std::future::pending::<()>().await;
-            return;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        info!("{what} (signal again to exit at once)");
-        let _ = tx.send(true);
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        warn!("second signal: exiting at once");
-        std::process::exit(130);
-    });
-    rx
-}
-
-/// Resolves once `stop` is set; never, if nothing can set it any more.
-pub async fn stopped(mut stop: watch::Receiver<bool>) {
-    if stop.wait_for(|v| *v).await.is_err() {
-        std::future::pending::<()>().await;
-    }
 }

@@ -21,6 +21,7 @@ use crate::{
     discovery::{self, Target},
     object::{Held, Kind},
     release::Rules,
+    shutdown::Shutdown,
     text,
     webhooks::status::WebhookRow,
 };
@@ -67,10 +68,10 @@ pub const ON_SIGNAL: &str =
 pub async fn run(args: StatusArgs) -> Result<ExitCode> {
     let format = args.common.log_format;
     // Read-only: a signal has nothing to drain; it ends the listing, exit 1.
-    let stop = crate::setup::stop_on_signals("signal received: stopping the listing");
+    let stop = Shutdown::on_signals_saying("signal received: stopping the listing");
     let report = tokio::select! {
         report = report(&args) => report,
-        _ = crate::setup::stopped(stop) => return Ok(crate::logging::final_line(format, ON_SIGNAL, 1)),
+        _ = stop.requested() => return Ok(crate::logging::final_line(format, ON_SIGNAL, 1)),
     };
     // Any failure of `status` exits 2: 1 is kept for "held longer than --max-age".
     match report {
@@ -350,16 +351,7 @@ async fn list_all(
         return Ok(Vec::new());
     }
     let api = target.api(client, namespace);
-    let mut params = ListParams::default().limit(500);
-    let mut out = Vec::new();
-    loop {
-        let page = discovery::with_retries("LIST", url, deadline, || api.list(&params)).await?;
-        out.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(out),
-        }
-    }
+    crate::list::all(&api, ListParams::default(), url, deadline).await
 }
 
 /// The table, aligned like kubectl's: columns padded to the widest cell plus three spaces.
