@@ -10,32 +10,11 @@ use crate::{
     Result,
     blocker::Mode,
     clear::Clearer,
+    cli::Settings,
     client::{self, Legacy, Observer},
-    discovery::{self, ResourceSpec},
-    events, kubeconfig,
+    discovery, events, kubeconfig,
     metrics::Metrics,
 };
-
-/// What choosing the mode and finding the resources need from the command line, checked.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    pub label_key: String,
-    /// The resources to watch: `pods` when none was named.
-    pub resources: Vec<ResourceSpec>,
-    /// Whether `--resource` was given at all.
-    pub resources_named: bool,
-    /// `--mode`; `None`: the server's version decides.
-    pub mode: Option<Mode>,
-    pub webhooks: bool,
-    /// The first flag that asks for gate work beyond the label, if any.
-    pub gate_flag: Option<&'static str>,
-    pub only: Vec<String>,
-    pub dry_run: bool,
-    /// This node's name, for Events.
-    pub node: String,
-    pub concurrency: usize,
-    pub namespace: Option<String>,
-}
 
 /// A client and the server's URL, before the mode is known.
 pub struct Connection {
@@ -82,18 +61,7 @@ pub async fn clearers(
     let mode =
         discovery::choose_mode(client, url, settings.mode, deadline, settings.webhooks).await?;
     conn.legacy.set(mode == Some(Mode::Initializers));
-    if let Some(flag) = settings.gate_flag
-        && mode != Some(Mode::SchedulingGates)
-    {
-        let why = match mode {
-            Some(_) => "the server's version (--mode auto) means initializers",
-            None => "the server's version (--mode auto) means neither (Kubernetes 1.14 to 1.25)",
-        };
-        return Err(discovery::gates_only(flag, why));
-    }
-    if mode == Some(Mode::SchedulingGates) {
-        discovery::gates_need_pods(resources)?;
-    }
+    settings.check_mode(mode)?;
     // Events get a quarter of the patches' bound: in a burst they trail the clearing.
     let events = events::Sink::new(
         conn.direct.clone(),

@@ -1,6 +1,8 @@
 //! `metainit status`: every object held back right now, labelled or not, with how long
 //! and by what. Read-only: it only LISTs (and reads discovery documents).
 
+mod table;
+
 use std::{
     collections::{BTreeMap, HashSet},
     process::ExitCode,
@@ -13,12 +15,13 @@ use kube::{
     api::{ApiResource, ListParams},
 };
 use serde::Serialize;
+pub use table::{summary, table, webhooks_table};
 
 use crate::{
-    Error, Result,
+    Result,
     blocker::Mode,
-    cli::{ModeArg, Output, StatusArgs},
-    discovery::{self, Target},
+    cli::{self, StatusArgs},
+    discovery::{self, ResourceSpec, Target},
     object::{Held, Kind},
     release::Rules,
     shutdown::Shutdown,
@@ -76,7 +79,7 @@ pub async fn run(args: StatusArgs) -> Result<ExitCode> {
     // Any failure of `status` exits 2: 1 is kept for "held longer than --max-age".
     match report {
         Ok(report) => {
-            print(&report, args.output)?;
+            table::print(&report, args.output)?;
             let Some(max) = args.max_age else {
                 return Ok(ExitCode::SUCCESS);
             };
@@ -135,19 +138,8 @@ const WEBHOOKS_ONLY: &str = "webhooks only";
 
 async fn report(args: &StatusArgs) -> Result<Report> {
     let common = &args.common;
+    args.check()?;
     let label_key = args.label_key()?;
-    args.rules.check()?;
-    if !args.rules.release_gate.is_empty() && common.mode == ModeArg::Initializers {
-        return Err(discovery::gates_only(
-            "--release-gate",
-            "--mode initializers means initializers",
-        ));
-    }
-    if args.webhooks && common.mode == ModeArg::Initializers {
-        return Err(discovery::webhooks_too_old(
-            "--mode initializers means a 1.7 to 1.13 server",
-        ));
-    }
     let rules = Rules {
         rules: args.rules.release_gate.clone(),
         exclude: args.rules.exclude_namespace.clone(),
@@ -158,12 +150,7 @@ async fn report(args: &StatusArgs) -> Result<Report> {
     let mode =
         discovery::choose_mode(&client, &url, common.mode.mode(), deadline, args.webhooks).await?;
     conn.legacy.set(mode == Some(Mode::Initializers));
-    if !rules.is_empty() && mode != Some(Mode::SchedulingGates) {
-        return Err(discovery::gates_only(
-            "--release-gate",
-            "the server's version (--mode auto) means initializers",
-        ));
-    }
+    cli::rules::check_mode(args.gate_flag(), &[ResourceSpec::pods()], mode)?;
     let webhooks = match args.webhooks {
         true => {
             let mut rows =
@@ -176,56 +163,95 @@ async fn report(args: &StatusArgs) -> Result<Report> {
         }
         false => None,
     };
-    // A 1.21 to 1.25 server (only with --webhooks): nothing can be held back.
-    let targets = match mode {
-        Some(Mode::SchedulingGates) => vec![
-            discovery::resolve(&client, &url, &discovery::ResourceSpec::pods(), deadline).await?,
-        ],
-        Some(Mode::Initializers) => every_listable_resource(&client, &url, deadline).await?,
-        None => Vec::new(),
+    let Some(mode) = mode else {
+        // A 1.21 to 1.25 server (only with --webhooks): nothing can be held back.
+        return Ok(Report::new(
+            WEBHOOKS_ONLY.into(),
+            label_key,
+            Vec::new(),
+            &rules,
+            webhooks,
+        ));
     };
-    let now = Timestamp::now();
+    let targets = match mode {
+        Mode::SchedulingGates => {
+            vec![discovery::resolve(&client, &url, &ResourceSpec::pods(), deadline).await?]
+        }
+        Mode::Initializers => every_listable_resource(&client, &url, deadline).await?,
+    };
     let mut items = Vec::new();
     let mut seen = HashSet::new();
+    let now = Timestamp::now();
     for target in &targets {
-        for obj in list_all(&client, target, common.namespace.as_deref(), &url, deadline).await? {
-            let Some(mode) = mode else { continue };
-            let blocked_by = mode.blocking_names(&obj);
-            if blocked_by.is_empty() || (mode == Mode::Initializers && init_failed(&obj)) {
-                continue;
-            }
+        let objects = list_all(&client, target, common.namespace.as_deref(), &url, deadline);
+        for obj in objects.await? {
             // The same object can be served by two groups (deployments in apps and extensions).
-            if let Some(uid) = obj.metadata.meta.uid.clone()
-                && !seen.insert(uid)
+            let new = |uid: &String| seen.insert(uid.clone());
+            if let Some(row) = held(mode, target, &obj, &label_key, &rules, now)
+                && obj.metadata.meta.uid.as_ref().is_none_or(new)
             {
-                continue;
+                items.push(row);
             }
-            let mut row = row(&target.resource, &obj, blocked_by, &label_key, now);
-            if !row.labelled {
-                row.release = releases(&rules, &obj, now);
-            }
-            items.push(row);
         }
     }
-    items.sort_by(|a, b| {
-        b.age_seconds
-            .cmp(&a.age_seconds)
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    let mut by_name = BTreeMap::new();
-    for r in &items {
-        for n in &r.blocked_by {
-            *by_name.entry(n.clone()).or_insert(0) += 1;
-        }
-    }
-    Ok(Report {
-        mode: mode.map_or_else(|| WEBHOOKS_ONLY.to_string(), |m| m.to_string()),
+    Ok(Report::new(
+        mode.to_string(),
         label_key,
         items,
-        by_name,
-        release_rules: rules.rules.iter().map(ToString::to_string).collect(),
+        &rules,
         webhooks,
-    })
+    ))
+}
+
+/// The row of `obj` if something holds it back; the release due to it if unlabelled.
+fn held(
+    mode: Mode,
+    target: &Target,
+    obj: &Held,
+    label_key: &str,
+    rules: &Rules,
+    now: Timestamp,
+) -> Option<Row> {
+    let blocked_by = mode.blocking_names(obj);
+    if blocked_by.is_empty() || (mode == Mode::Initializers && init_failed(obj)) {
+        return None;
+    }
+    let mut row = row(&target.resource, obj, blocked_by, label_key, now);
+    if !row.labelled {
+        row.release = releases(rules, obj, now);
+    }
+    Some(row)
+}
+
+impl Report {
+    /// The report of `items`, oldest first, with how many each name holds back.
+    fn new(
+        mode: String,
+        label_key: String,
+        mut items: Vec<Row>,
+        rules: &Rules,
+        webhooks: Option<Vec<WebhookRow>>,
+    ) -> Report {
+        items.sort_by(|a, b| {
+            b.age_seconds
+                .cmp(&a.age_seconds)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        let mut by_name = BTreeMap::new();
+        for r in &items {
+            for n in &r.blocked_by {
+                *by_name.entry(n.clone()).or_insert(0) += 1;
+            }
+        }
+        Report {
+            mode,
+            label_key,
+            items,
+            by_name,
+            release_rules: rules.rules.iter().map(ToString::to_string).collect(),
+            webhooks,
+        }
+    }
 }
 
 /// The rule that releases an unlabelled pod first, and when: "GATE=AGE in 12m", or
@@ -352,182 +378,4 @@ async fn list_all(
     }
     let api = target.api(client, namespace);
     crate::list::all(&api, ListParams::default(), url, deadline).await
-}
-
-/// The table, aligned like kubectl's: columns padded to the widest cell plus three spaces.
-pub fn table(report: &Report) -> String {
-    let mut out = objects_table(report);
-    if let Some(rows) = &report.webhooks {
-        out.push('\n');
-        out.push_str(&webhooks_table(rows));
-    }
-    out
-}
-
-/// The webhooks that are down or exempted, or one line saying none is.
-pub fn webhooks_table(rows: &[WebhookRow]) -> String {
-    if rows.is_empty() {
-        return "no webhook of a labelled configuration is down or exempted\n".into();
-    }
-    let mut cells = vec![
-        ["CONFIGURATION", "WEBHOOK", "SERVICE", "READY", "STATE"]
-            .map(String::from)
-            .to_vec(),
-    ];
-    for r in rows {
-        cells.push(vec![
-            format!("{}/{}", r.kind, r.configuration),
-            r.webhook.clone(),
-            r.service.clone(),
-            r.ready_endpoints.to_string(),
-            r.describe(),
-        ]);
-    }
-    aligned(&cells)
-}
-
-/// Columns padded to the widest cell plus three spaces, as kubectl prints them.
-fn aligned(rows: &[Vec<String>]) -> String {
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let line: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(line.join("   ").trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-fn objects_table(report: &Report) -> String {
-    if report.items.is_empty() {
-        return summary(report) + "\n";
-    }
-    let with_release = !report.release_rules.is_empty();
-    let mut header = ["KIND", "NAME", "AGE", "BLOCKED BY", "LABELLED", "OWNER"]
-        .map(String::from)
-        .to_vec();
-    if with_release {
-        header.push("RELEASE".into());
-    }
-    let mut rows = vec![header];
-    for r in &report.items {
-        let mut row = vec![
-            r.kind.clone(),
-            match &r.namespace {
-                Some(ns) => format!("{ns}/{}", r.name),
-                None => r.name.clone(),
-            },
-            text::age(r.age_seconds),
-            r.blocked_by.join(","),
-            if r.labelled { "yes" } else { "no" }.into(),
-            r.owner.clone().unwrap_or_else(|| "<none>".into()),
-        ];
-        if with_release {
-            row.push(r.release.clone().unwrap_or_else(|| "-".into()));
-        }
-        rows.push(row);
-    }
-    let mut out = aligned(&rows);
-    out.push_str(&summary(report));
-    out.push('\n');
-    out
-}
-
-/// One line: how many are held, by which names, and the oldest.
-pub fn summary(report: &Report) -> String {
-    if report.items.is_empty() {
-        return format!("nothing held back ({} mode)", report.mode);
-    }
-    let by: Vec<String> = report
-        .by_name
-        .iter()
-        .map(|(n, c)| format!("{c} by {n}"))
-        .collect();
-    let oldest = &report.items[0];
-    let labelled = report.items.iter().filter(|r| r.labelled).count();
-    format!(
-        "{} held back ({labelled} labelled {}): {}; oldest {} {}{} ({})",
-        report.items.len(),
-        report.label_key,
-        by.join(", "),
-        oldest.kind,
-        oldest
-            .namespace
-            .as_ref()
-            .map(|n| format!("{n}/"))
-            .unwrap_or_default(),
-        oldest.name,
-        text::age(oldest.age_seconds)
-    )
-}
-
-fn print(report: &Report, output: Output) -> Result<()> {
-    let text = match output {
-        Output::Table => table(report),
-        Output::Json => {
-            serde_json::to_string_pretty(report).map_err(|e| Error::Output(e.to_string()))? + "\n"
-        }
-        Output::Yaml => {
-            serde_saphyr::to_string(report).map_err(|e| Error::Output(e.to_string()))?
-        }
-    };
-    crate::output::print(&text)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn table_is_aligned_and_summarised() {
-        let report = Report {
-            mode: "scheduling-gates".into(),
-            label_key: "k8s.opsani.io/initializer".into(),
-            items: vec![
-                Row {
-                    kind: "Pod".into(),
-                    namespace: Some("kueue-system".into()),
-                    name: "kueue-controller-manager-7d9f".into(),
-                    age_seconds: 700,
-                    blocked_by: vec!["kueue.x-k8s.io/admission".into()],
-                    labelled: true,
-                    owner: Some("ReplicaSet/kueue-controller-manager".into()),
-                    release: None,
-                },
-                Row {
-                    kind: "Pod".into(),
-                    namespace: Some("default".into()),
-                    name: "job-1".into(),
-                    age_seconds: 30,
-                    blocked_by: vec!["kueue.x-k8s.io/admission".into(), "example.com/b".into()],
-                    labelled: false,
-                    owner: None,
-                    release: None,
-                },
-            ],
-            by_name: BTreeMap::from([
-                ("example.com/b".into(), 1),
-                ("kueue.x-k8s.io/admission".into(), 2),
-            ]),
-            release_rules: Vec::new(),
-            webhooks: None,
-        };
-        let t = table(&report);
-        let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 4, "{t}");
-        let col = |l: &str, word: &str| l.find(word).unwrap();
-        assert_eq!(col(lines[0], "AGE"), col(lines[1], "11m"));
-        assert_eq!(col(lines[0], "OWNER"), col(lines[2], "<none>"));
-        assert_eq!(
-            lines[3],
-            "2 held back (1 labelled k8s.opsani.io/initializer): 1 by example.com/b, 2 by kueue.x-k8s.io/admission; \
-             oldest Pod kueue-system/kueue-controller-manager-7d9f (11m)"
-        );
-    }
 }
