@@ -106,8 +106,10 @@ pub struct RunArgs {
     #[arg(long, env = "METAINIT_SHUTDOWN_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
 
-    /// How often the labelled objects are listed again in full, whatever the watch says:
-    /// bounds any blindness (a watch silent after an etcd restore). At least 1s.
+    /// How often every watch lists its objects again in full, whatever it says: the
+    /// labelled objects (every unbound pod with --release-gate or --watch-gates) and, with
+    /// --webhooks, the webhook configurations and their services' endpoints. Bounds any
+    /// blindness (a watch silent after an etcd restore). At least 1s.
     #[arg(long, env = "METAINIT_RESYNC_PERIOD", value_name = "DURATION", default_value = "5m", value_parser = parse_resync_period)]
     pub resync_period: Duration,
 
