@@ -19,6 +19,7 @@ use crate::{
     blocker::{Leave, Mode},
     clear::{Clearer, Done},
     cli::RunArgs,
+    events::Sink,
     failure::Failure,
     list,
     metrics::Metrics,
@@ -132,33 +133,42 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         warn_unused_only(clearer, &args.only, &objects);
         pass.clear_all(clearer, objects, &args, &stop).await;
     }
-    let all_done = pass.all_done(args.webhooks);
-    if pass.stopping.is_some() && !all_done {
-        // The objects of resources not reached are not counted: they were never listed.
-        warn!(summary = %pass.total, resources_not_listed = pass.unlisted, "interrupted before every labelled object was done");
-    }
-    let events_wait = match pass.stopping {
-        Some(since) => (since + args.shutdown_timeout).saturating_duration_since(Instant::now()),
-        None => timeout,
-    };
-    if !events.drained(events_wait).await {
-        warn!("some Events were not written before the timeout");
-    }
-    // No mode: a 1.21 to 1.25 server, with nothing to clear; only the webhooks' tallies.
-    if mode.is_some() {
-        crate::output::print(&format!("{}\n", pass.total))?;
-    }
-    if let Some(w) = &pass.webhooks {
-        crate::output::print(&format!("{w}\n"))?;
-    }
-    Ok(if all_done {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    pass.finish(mode.is_some(), &args, &events).await
 }
 
 impl Pass {
+    /// Logs what a signal left undone, waits for the Events (at most what is left of
+    /// the budget or the signal's `--shutdown-timeout`) and prints the summaries.
+    async fn finish(self, mode_known: bool, args: &RunArgs, events: &Sink) -> Result<ExitCode> {
+        let timeout = args.common.timeout;
+        let all_done = self.all_done(args.webhooks);
+        if self.stopping.is_some() && !all_done {
+            // The objects of resources not reached are not counted: they were never listed.
+            warn!(summary = %self.total, resources_not_listed = self.unlisted, "interrupted before every labelled object was done");
+        }
+        let events_wait = match self.stopping {
+            Some(since) => {
+                (since + args.shutdown_timeout).saturating_duration_since(Instant::now())
+            }
+            None => timeout,
+        };
+        if !events.drained(events_wait).await {
+            warn!("some Events were not written before the timeout");
+        }
+        // No mode: a 1.21 to 1.25 server, with nothing to clear; only the webhooks' tallies.
+        if mode_known {
+            crate::output::print(&format!("{}\n", self.total))?;
+        }
+        if let Some(w) = &self.webhooks {
+            crate::output::print(&format!("{w}\n"))?;
+        }
+        Ok(if all_done {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+
     /// Clears `objects`, `--concurrency` at a time, until every one is done or a signal's
     /// `--shutdown-timeout` is spent.
     async fn clear_all(

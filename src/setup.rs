@@ -1,5 +1,6 @@
-//! What the daemon and `--once` share before any clearing: the flags that need no server
-//! checked, the kubeconfig read, one client built, the mode chosen and the resources found.
+//! What the entry points share before any clearing: the kubeconfig read and one client
+//! built (the daemon, `--once`, `status`), then for the daemon and `--once` the mode
+//! chosen, the flags that need it checked, and the resources found.
 
 use std::{sync::Arc, time::Duration};
 

@@ -100,29 +100,14 @@ pub fn from_env(
         .unwrap_or_default()
         .to_string();
     let mut cmd = Cli::command();
-    let args: Vec<clap::Arg> = cmd
-        .get_arguments()
-        .chain(cmd.get_subcommands().flat_map(|c| c.get_arguments()))
-        .cloned()
-        .collect();
-    let Some(arg) = args
-        .iter()
-        .find(|a| a.get_long().is_some_and(|l| format!("--{l}") == long))
-    else {
+    let Some(arg) = flag_named(&cmd, &long) else {
         return e;
     };
     let Some(var) = arg.get_env().and_then(|v| v.to_str()).map(str::to_string) else {
         return e;
     };
-    let typed = argv.iter().skip(1).any(|a| {
-        a == &long
-            || a.starts_with(&format!("{long}="))
-            || arg
-                .get_short()
-                .is_some_and(|s| a.starts_with(&format!("-{s}")))
-    });
     let from_env = env(&var).is_some_and(|v| v == value || v.split(',').any(|p| p == value));
-    if typed || !from_env {
+    if typed(&arg, &long, argv) || !from_env {
         return e;
     }
     let rule = match (std::error::Error::source(&e), text(ContextKind::ValidValue)) {
@@ -137,6 +122,25 @@ pub fn from_env(
         ),
     )
     .format(&mut cmd)
+}
+
+/// The flag `long` (`--name`) of the command or of its subcommands.
+fn flag_named(cmd: &clap::Command, long: &str) -> Option<clap::Arg> {
+    cmd.get_arguments()
+        .chain(cmd.get_subcommands().flat_map(|c| c.get_arguments()))
+        .find(|a| a.get_long().is_some_and(|l| format!("--{l}") == long))
+        .cloned()
+}
+
+/// Whether `arg` is on the command line, as `--name`, `--name=VALUE` or its short form.
+fn typed(arg: &clap::Arg, long: &str, argv: &[String]) -> bool {
+    argv.iter().skip(1).any(|a| {
+        a == long
+            || a.starts_with(&format!("{long}="))
+            || arg
+                .get_short()
+                .is_some_and(|s| a.starts_with(&format!("-{s}")))
+    })
 }
 
 #[derive(Subcommand, Debug)]

@@ -8,24 +8,13 @@ use crate::{
     discovery::{ResourceSpec, gates_need_pods, gates_only, webhooks_too_old},
 };
 
-use super::{DEFAULT_LABEL_KEY, ModeArg, RuleArgs, RunArgs, StatusArgs};
+use super::{Common, DEFAULT_LABEL_KEY, ModeArg, RuleArgs, RunArgs, StatusArgs};
 
 /// Why `--mode initializers` rules out a gates-only flag.
 const INITIALIZERS_MODE: &str = "--mode initializers means initializers";
 
 /// Why `--mode initializers` rules out `--webhooks`.
 const INITIALIZERS_SERVER: &str = "--mode initializers means a 1.7 to 1.13 server";
-
-/// The label key from `--label-key`, the positional argument, or the default.
-fn label_key(positional: Option<&String>, flag: Option<&String>) -> Result<String> {
-    match (positional, flag) {
-        (Some(p), Some(f)) if p != f => Err(Error::Config(format!(
-            "the label key is given twice, as LABEL_KEY '{p}' and as --label-key/METAINIT_LABEL_KEY '{f}': give it once"
-        ))),
-        (Some(k), _) | (None, Some(k)) => Ok(k.clone()),
-        (None, None) => Ok(DEFAULT_LABEL_KEY.to_string()),
-    }
-}
 
 /// The rules that need the server's answer: a gates-only flag needs a server with
 /// scheduling gates, and there the resource must be pods. `mode`: what the server's
@@ -53,10 +42,13 @@ pub fn check_mode(
 impl StatusArgs {
     /// The label key from `--label-key`, the positional argument, or the default.
     pub fn label_key(&self) -> Result<String> {
-        label_key(
-            self.positional_label_key.as_ref(),
-            self.common.label_key.as_ref(),
-        )
+        self.common
+            .label_key_with(self.positional_label_key.as_ref())
+    }
+
+    /// The flag that asks for gate work beyond the label, if any.
+    pub fn gate_flag(&self) -> Option<&'static str> {
+        (!self.rules.release_gate.is_empty()).then_some("--release-gate")
     }
 
     /// Checks every rule that needs no server.
@@ -73,20 +65,13 @@ impl StatusArgs {
         }
         Ok(())
     }
-
-    /// The flag that asks for gate work beyond the label, if any.
-    pub fn gate_flag(&self) -> Option<&'static str> {
-        (!self.rules.release_gate.is_empty()).then_some("--release-gate")
-    }
 }
 
 impl RunArgs {
     /// The label key from `--label-key`, the positional argument, or the default.
     pub fn label_key(&self) -> Result<String> {
-        label_key(
-            self.positional_label_key.as_ref(),
-            self.common.label_key.as_ref(),
-        )
+        self.common
+            .label_key_with(self.positional_label_key.as_ref())
     }
 
     /// Checks every rule that needs no server.
@@ -165,6 +150,20 @@ impl RunArgs {
             }
         }
         Ok(self.resources.clone())
+    }
+}
+
+impl Common {
+    /// The label key from `--label-key`, `positional` (the original tool's way), or the
+    /// default; both, if they differ, is a mistake to report.
+    fn label_key_with(&self, positional: Option<&String>) -> Result<String> {
+        match (positional, self.label_key.as_ref()) {
+            (Some(p), Some(f)) if p != f => Err(Error::Config(format!(
+                "the label key is given twice, as LABEL_KEY '{p}' and as --label-key/METAINIT_LABEL_KEY '{f}': give it once"
+            ))),
+            (Some(k), _) | (None, Some(k)) => Ok(k.clone()),
+            (None, None) => Ok(DEFAULT_LABEL_KEY.to_string()),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use kube::{
     api::{ApiResource, ListParams},
 };
 use serde::Serialize;
-pub use table::{summary, table, webhooks_table};
+pub use table::{over_age, summary, table, webhooks_table};
 
 use crate::{
     Result,
@@ -101,38 +101,6 @@ pub async fn run(args: StatusArgs) -> Result<ExitCode> {
     }
 }
 
-/// Which objects are held back longer than `--max-age`, oldest first (at most 10 named).
-pub fn over_age(rows: &[&Row], max: Duration) -> String {
-    const SHOWN: usize = 10;
-    let named: Vec<String> = rows
-        .iter()
-        .take(SHOWN)
-        .map(|r| {
-            format!(
-                "{} {}{} ({} by {})",
-                r.kind,
-                r.namespace
-                    .as_ref()
-                    .map(|n| format!("{n}/"))
-                    .unwrap_or_default(),
-                r.name,
-                text::age(r.age_seconds),
-                r.blocked_by.join(",")
-            )
-        })
-        .collect();
-    let more = match rows.len().saturating_sub(SHOWN) {
-        0 => String::new(),
-        n => format!(" and {n} more"),
-    };
-    format!(
-        "{} held back longer than --max-age {}: {}{more}",
-        rows.len(),
-        text::duration(max),
-        named.join(", ")
-    )
-}
-
 /// The report's mode on a 1.21 to 1.25 server, which has only webhooks to look at.
 const WEBHOOKS_ONLY: &str = "webhooks only";
 
@@ -152,15 +120,7 @@ async fn report(args: &StatusArgs) -> Result<Report> {
     conn.legacy.set(mode == Some(Mode::Initializers));
     cli::rules::check_mode(args.gate_flag(), &[ResourceSpec::pods()], mode)?;
     let webhooks = match args.webhooks {
-        true => {
-            let mut rows =
-                crate::webhooks::status::list(&client, &label_key, &url, deadline).await?;
-            // `-n NS`: the webhooks whose service is in NS (the namespace they fail closed on).
-            if let Some(ns) = &common.namespace {
-                rows.retain(|r| &r.namespace == ns);
-            }
-            Some(rows)
-        }
+        true => Some(webhook_rows(&client, args, &label_key, &url).await?),
         false => None,
     };
     let Some(mode) = mode else {
@@ -201,6 +161,22 @@ async fn report(args: &StatusArgs) -> Result<Report> {
         &rules,
         webhooks,
     ))
+}
+
+/// With `--webhooks`: the webhooks of labelled configurations that are down or exempted.
+async fn webhook_rows(
+    client: &Client,
+    args: &StatusArgs,
+    label_key: &str,
+    url: &str,
+) -> Result<Vec<WebhookRow>> {
+    let deadline = Some(args.common.timeout);
+    let mut rows = crate::webhooks::status::list(client, label_key, url, deadline).await?;
+    // `-n NS`: the webhooks whose service is in NS (the namespace they fail closed on).
+    if let Some(ns) = &args.common.namespace {
+        rows.retain(|r| &r.namespace == ns);
+    }
+    Ok(rows)
 }
 
 /// The row of `obj` if something holds it back; the release due to it if unlabelled.

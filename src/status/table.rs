@@ -1,8 +1,42 @@
-//! What `status` prints: the table, aligned like kubectl's, with a summary line; or the
-//! report as JSON or YAML.
+//! What `status` prints: the table, aligned like kubectl's, with a summary line, or the
+//! report as JSON or YAML; and the line that names what is held back too long.
 
-use super::Report;
+use std::time::Duration;
+
+use super::{Report, Row};
 use crate::{Error, Result, cli::Output, text, webhooks::status::WebhookRow};
+
+/// Which objects are held back longer than `--max-age`, oldest first (at most 10 named).
+pub fn over_age(rows: &[&Row], max: Duration) -> String {
+    const SHOWN: usize = 10;
+    let named: Vec<String> = rows
+        .iter()
+        .take(SHOWN)
+        .map(|r| {
+            format!(
+                "{} {}{} ({} by {})",
+                r.kind,
+                r.namespace
+                    .as_ref()
+                    .map(|n| format!("{n}/"))
+                    .unwrap_or_default(),
+                r.name,
+                text::age(r.age_seconds),
+                r.blocked_by.join(",")
+            )
+        })
+        .collect();
+    let more = match rows.len().saturating_sub(SHOWN) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    format!(
+        "{} held back longer than --max-age {}: {}{more}",
+        rows.len(),
+        text::duration(max),
+        named.join(", ")
+    )
+}
 
 /// The table, aligned like kubectl's: columns padded to the widest cell plus three spaces.
 pub fn table(report: &Report) -> String {
@@ -135,7 +169,6 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::status::Row;
 
     #[test]
     fn table_is_aligned_and_summarised() {
