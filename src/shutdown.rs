@@ -58,4 +58,11 @@ impl Shutdown {
             std::future::pending::<()>().await;
         }
     }
+
+    /// A shutdown requested by hand, through the returned sender (for tests).
+    #[cfg(test)]
+    pub fn by_hand() -> (watch::Sender<bool>, Shutdown) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Shutdown(rx))
+    }
 }
