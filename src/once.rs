@@ -7,11 +7,11 @@
 //! attempts in flight finish (at most `--shutdown-timeout`) and exits 0 if everything
 //! was done, else 1.
 
-use std::{collections::BTreeSet, process::ExitCode, sync::Arc, time::Duration};
+use std::{collections::BTreeSet, process::ExitCode, sync::Arc};
 
 use futures::StreamExt;
 use kube::api::ListParams;
-use tokio::{sync::watch, time::Instant};
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::{
@@ -19,11 +19,14 @@ use crate::{
     blocker::{Leave, Mode},
     clear::{Clearer, Done},
     cli::RunArgs,
-    discovery,
-    failure::{self, Failure},
+    events::Sink,
+    failure::Failure,
+    list,
     metrics::Metrics,
     object::Held,
-    setup,
+    retry, setup,
+    shutdown::Shutdown,
+    webhooks::once::Tally,
 };
 
 /// Tallies of one run.
@@ -64,22 +67,28 @@ impl std::fmt::Display for Summary {
             self.gone,
             self.failed
         )?;
-        if self.not_tried > 0 {
-            write!(
-                f,
-                ", not tried {} (interrupted before them)",
-                self.not_tried
-            )?;
-        }
-        Ok(())
+        retry::write_not_tried(f, self.not_tried)
     }
 }
 
 /// What `--once` logs when a signal comes.
 pub const ON_SIGNAL: &str = "signal received: starting no new object, letting the ones in flight finish (at most --shutdown-timeout)";
 
+/// Where a run stands.
+#[derive(Default)]
+struct Pass {
+    total: Summary,
+    /// One budget for every resource: it starts once the first list is done.
+    deadline: Option<Instant>,
+    /// When a signal came.
+    stopping: Option<Instant>,
+    /// Resources not listed: a signal came first.
+    unlisted: usize,
+    webhooks: Option<Tally>,
+}
+
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
-    let stop = setup::stop_on_signals(ON_SIGNAL);
+    let stop = Shutdown::on_signals_saying(ON_SIGNAL);
     let timeout = args.common.timeout;
     let metrics = Arc::new(Metrics::default());
     let conn = setup::connect(&args.common.kubeconfig(), args.common.request_timeout, None).await?;
@@ -87,18 +96,13 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let settings = args.setup_settings()?;
     let (mode, clearers, events) = tokio::select! {
         setup = setup::clearers(&settings, &conn, &metrics, Some(timeout)) => setup?,
-        _ = setup::stopped(stop.clone()) => return Ok(interrupted("the server answered")),
+        _ = stop.requested() => return Ok(interrupted("the server answered")),
     };
-    let mut total = Summary::default();
-    // One budget for every resource: it starts once the first list is done.
-    let mut deadline: Option<Instant> = None;
-    let mut stopping: Option<Instant> = None;
-    let mut unlisted = 0;
-    let mut webhooks = None;
+    let mut pass = Pass::default();
     // Webhooks first: no right to list them stops the run before anything is written, and a
     // webhook that blocks pod creation is what keeps the labelled pods from existing.
     if args.webhooks {
-        let pass = crate::webhooks::once::run(
+        let tally = crate::webhooks::once::run(
             conn.client.clone(),
             args.webhook_settings()?,
             metrics.clone(),
@@ -106,85 +110,116 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             &conn.url,
             timeout,
             stop.clone(),
-        );
-        let tally = pass.await?;
-        if *stop.borrow() {
-            stopping = Some(Instant::now());
+        )
+        .await?;
+        if stop.is_requested() {
+            pass.stopping = Some(Instant::now());
         }
-        webhooks = Some(tally);
+        pass.webhooks = Some(tally);
     }
     for clearer in &clearers {
-        if stopping.is_some() {
-            unlisted += 1;
+        if pass.stopping.is_some() {
+            pass.unlisted += 1;
             continue;
         }
+        let api = clearer
+            .target
+            .api(&clearer.client, args.common.namespace.as_deref());
+        let labelled = ListParams::default().labels(&clearer.label_key);
         let objects = tokio::select! {
-            objects = list(clearer, &args, &conn.url, timeout) => objects?,
-            _ = setup::stopped(stop.clone()) => return Ok(interrupted("every labelled object was listed")),
+            objects = list::all(&api, labelled, &conn.url, Some(timeout)) => objects?,
+            _ = stop.requested() => return Ok(interrupted("every labelled object was listed")),
         };
         warn_unused_only(clearer, &args.only, &objects);
+        pass.clear_all(clearer, objects, &args, &stop).await;
+    }
+    pass.finish(mode.is_some(), &args, &events).await
+}
+
+impl Pass {
+    /// Logs what a signal left undone, waits for the Events (at most what is left of
+    /// the budget or the signal's `--shutdown-timeout`) and prints the summaries.
+    async fn finish(self, mode_known: bool, args: &RunArgs, events: &Sink) -> Result<ExitCode> {
+        let timeout = args.common.timeout;
+        let all_done = self.all_done(args.webhooks);
+        if self.stopping.is_some() && !all_done {
+            // The objects of resources not reached are not counted: they were never listed.
+            warn!(summary = %self.total, resources_not_listed = self.unlisted, "interrupted before every labelled object was done");
+        }
+        let events_wait = match self.stopping {
+            Some(since) => {
+                (since + args.shutdown_timeout).saturating_duration_since(Instant::now())
+            }
+            None => timeout,
+        };
+        if !events.drained(events_wait).await {
+            warn!("some Events were not written before the timeout");
+        }
+        // No mode: a 1.21 to 1.25 server, with nothing to clear; only the webhooks' tallies.
+        if mode_known {
+            crate::output::print(&format!("{}\n", self.total))?;
+        }
+        if let Some(w) = &self.webhooks {
+            crate::output::print(&format!("{w}\n"))?;
+        }
+        Ok(if all_done {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+
+    /// Clears `objects`, `--concurrency` at a time, until every one is done or a signal's
+    /// `--shutdown-timeout` is spent.
+    async fn clear_all(
+        &mut self,
+        clearer: &Clearer,
+        objects: Vec<Held>,
+        args: &RunArgs,
+        stop: &Shutdown,
+    ) {
         let count = objects.len();
-        let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+        let timeout = args.common.timeout;
+        let deadline = *self
+            .deadline
+            .get_or_insert_with(|| Instant::now() + timeout);
         let mut results = futures::stream::iter(objects)
-            .map(|obj| {
-                let stop = stop.clone();
-                async move {
-                    if *stop.borrow() {
-                        return None;
-                    }
-                    Some(clear(clearer, obj, deadline, stop).await)
+            .map(|obj| async move {
+                if stop.is_requested() {
+                    return None;
                 }
+                Some(clear(clearer, obj, deadline, stop).await)
             })
             .buffer_unordered(usize::from(args.concurrency));
         let mut seen = 0;
         loop {
-            let grace = stopping.map(|since| since + args.shutdown_timeout);
+            let grace = self.stopping.map(|since| since + args.shutdown_timeout);
             tokio::select! {
                 r = results.next() => match r {
-                    Some(Some(r)) => { seen += 1; total.add(&r) }
-                    Some(None) => { seen += 1; total.not_tried += 1 }
+                    Some(Some(r)) => { seen += 1; self.total.add(&r) }
+                    Some(None) => { seen += 1; self.total.not_tried += 1 }
                     None => break,
                 },
-                _ = setup::stopped(stop.clone()), if stopping.is_none() => {
-                    stopping = Some(Instant::now());
+                _ = stop.requested(), if self.stopping.is_none() => {
+                    self.stopping = Some(Instant::now());
                 }
                 _ = tokio::time::sleep_until(grace.unwrap_or_else(Instant::now)), if grace.is_some() => {
                     warn!(timeout = ?args.shutdown_timeout, "attempts in flight did not finish in time");
-                    total.failed += count - seen;
+                    self.total.failed += count - seen;
                     break;
                 }
             }
         }
     }
-    // Asked for and never looked at (a signal came first) is not done.
-    let webhooks_done = match &webhooks {
-        Some(w) => w.all_done(),
-        None => !args.webhooks,
-    };
-    let all_done = total.failed == 0 && total.not_tried == 0 && unlisted == 0 && webhooks_done;
-    if stopping.is_some() && !all_done {
-        // The objects of resources not reached are not counted: they were never listed.
-        warn!(summary = %total, resources_not_listed = unlisted, "interrupted before every labelled object was done");
+
+    fn all_done(&self, webhooks_asked: bool) -> bool {
+        // Asked for and never looked at (a signal came first) is not done.
+        let webhooks_done = match &self.webhooks {
+            Some(w) => w.all_done(),
+            None => !webhooks_asked,
+        };
+        self.total.failed == 0 && self.total.not_tried == 0 && self.unlisted == 0 && webhooks_done
     }
-    let events_wait = match stopping {
-        Some(since) => (since + args.shutdown_timeout).saturating_duration_since(Instant::now()),
-        None => timeout,
-    };
-    if !events.drained(events_wait).await {
-        warn!("some Events were not written before the timeout");
-    }
-    // No mode: a 1.21 to 1.25 server, with nothing to clear; only the webhooks' tallies.
-    if mode.is_some() {
-        crate::output::print(&format!("{total}\n"))?;
-    }
-    if let Some(w) = &webhooks {
-        crate::output::print(&format!("{w}\n"))?;
-    }
-    Ok(if all_done {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }
 
 /// A signal came before any object was tried: nothing was done, exit 1.
@@ -233,89 +268,34 @@ pub fn unused_only<'a, 'o>(
     (unused, pending)
 }
 
-/// Every labelled object, page by page; an expired continue token lists again.
-async fn list(
-    clearer: &Clearer,
-    args: &RunArgs,
-    url: &str,
-    timeout: Duration,
-) -> Result<Vec<Held>> {
-    let api = clearer
-        .target
-        .api(&clearer.client, args.common.namespace.as_deref());
-    let first = ListParams::default().labels(&clearer.label_key).limit(500);
-    let mut params = first.clone();
-    let mut restarts = 0;
-    let mut out = Vec::new();
-    loop {
-        let page =
-            match discovery::with_retries("LIST", url, Some(timeout), || api.list(&params)).await {
-                Ok(page) => page,
-                Err(crate::Error::Kube(kube::Error::Api(s))) if s.code == 410 && restarts < 5 => {
-                    restarts += 1;
-                    info!("list continue token expired; listing again");
-                    params = first.clone();
-                    out.clear();
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-        out.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(out),
-        }
-    }
-}
-
 /// Clears one object, retrying on its newest state until `deadline` or a signal.
 async fn clear(
     clearer: &Clearer,
     obj: Held,
     deadline: Instant,
-    stop: watch::Receiver<bool>,
+    stop: &Shutdown,
 ) -> Result<Done, Failure> {
     let key = obj.key();
     let api = clearer.target.api(&clearer.client, obj.namespace());
     let name = obj.name().to_string();
     let mut current = Some(obj);
-    let mut failures = 0;
-    loop {
-        let result = match current.take() {
-            Some(obj) => {
-                clearer
-                    .attempt(&obj, &obj.key(), clearer.decide(&obj))
-                    .await
-            }
+    let attempt = async || {
+        let obj = match current.take() {
+            Some(obj) => obj,
             None => match api.get_opt(&name).await {
-                Ok(Some(fresh)) => {
-                    current = Some(fresh);
-                    continue;
-                }
-                Ok(None) => Ok(Done::Gone),
-                Err(e) => Err(Failure::from(e)),
+                Ok(Some(fresh)) => fresh,
+                Ok(None) => return Ok(Done::Gone),
+                Err(e) => return Err(Failure::from(e)),
             },
         };
-        let Err(f) = result else {
-            return result;
-        };
-        failures += 1;
-        let left = deadline.saturating_duration_since(Instant::now());
-        if !f.class.policy().retry || left.is_zero() || *stop.borrow() {
-            clearer.report(&key, &f, failures, None);
-            return Err(f);
-        }
-        // The budget is the limit: the last wait is cut to what is left of it.
-        let wait = failure::backoff(failures, failure::retry_after(&f.error)).min(left);
-        clearer.report(&key, &f, failures, Some(wait));
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = setup::stopped(stop.clone()) => {
-                clearer.report(&key, &f, failures, None);
-                return Err(f);
-            }
-        }
-    }
+        clearer
+            .attempt(&obj, &obj.key(), clearer.decide(&obj))
+            .await
+    };
+    retry::until_done(deadline, stop, attempt, |f, failures, wait| {
+        clearer.report(&key, f, failures, wait)
+    })
+    .await
 }
 
 #[cfg(test)]

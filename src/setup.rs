@@ -1,42 +1,21 @@
-//! What the daemon and `--once` share before any clearing: the flags that need no server
-//! checked, the kubeconfig read, one client built, the mode chosen and the resources found.
+//! What the entry points share before any clearing: the kubeconfig read and one client
+//! built (the daemon, `--once`, `status`), then for the daemon and `--once` the mode
+//! chosen, the flags that need it checked, and the resources found.
 
 use std::{sync::Arc, time::Duration};
 
 use kube::Client;
-use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::{
     Result,
     blocker::Mode,
     clear::Clearer,
+    cli::Settings,
     client::{self, Legacy, Observer},
-    discovery::{self, ResourceSpec},
-    events, kubeconfig,
+    discovery, events, kubeconfig,
     metrics::Metrics,
 };
-
-/// What choosing the mode and finding the resources need from the command line, checked.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    pub label_key: String,
-    /// The resources to watch: `pods` when none was named.
-    pub resources: Vec<ResourceSpec>,
-    /// Whether `--resource` was given at all.
-    pub resources_named: bool,
-    /// `--mode`; `None`: the server's version decides.
-    pub mode: Option<Mode>,
-    pub webhooks: bool,
-    /// The first flag that asks for gate work beyond the label, if any.
-    pub gate_flag: Option<&'static str>,
-    pub only: Vec<String>,
-    pub dry_run: bool,
-    /// This node's name, for Events.
-    pub node: String,
-    pub concurrency: usize,
-    pub namespace: Option<String>,
-}
 
 /// A client and the server's URL, before the mode is known.
 pub struct Connection {
@@ -83,18 +62,7 @@ pub async fn clearers(
     let mode =
         discovery::choose_mode(client, url, settings.mode, deadline, settings.webhooks).await?;
     conn.legacy.set(mode == Some(Mode::Initializers));
-    if let Some(flag) = settings.gate_flag
-        && mode != Some(Mode::SchedulingGates)
-    {
-        let why = match mode {
-            Some(_) => "the server's version (--mode auto) means initializers",
-            None => "the server's version (--mode auto) means neither (Kubernetes 1.14 to 1.25)",
-        };
-        return Err(discovery::gates_only(flag, why));
-    }
-    if mode == Some(Mode::SchedulingGates) {
-        discovery::gates_need_pods(resources)?;
-    }
+    settings.check_mode(mode)?;
     // Events get a quarter of the patches' bound: in a burst they trail the clearing.
     let events = events::Sink::new(
         conn.direct.clone(),
@@ -130,43 +98,4 @@ pub async fn clearers(
     info!(%mode, resources = %resources.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
           namespace = settings.namespace.as_deref().unwrap_or("(all)"), dry_run = settings.dry_run, %node, "running");
     Ok((Some(mode), clearers, events))
-}
-
-/// For `--once` and `status`: the first SIGTERM or SIGINT logs `what` and flips the
-/// returned flag, so the command can finish what it is doing and exit with its own code
-/// (never the signal's 143); a second signal exits at once (130), as in the daemon.
-pub fn stop_on_signals(what: &'static str) -> watch::Receiver<bool> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            tracing::error!("cannot listen for signals; stop the process with SIGKILL");
-            // Keep the sender: a dropped one would read as "never stopped" anyway.
-            std::future::pending::<()>().await;
-            return;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        info!("{what} (signal again to exit at once)");
-        let _ = tx.send(true);
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        warn!("second signal: exiting at once");
-        std::process::exit(130);
-    });
-    rx
-}
-
-/// Resolves once `stop` is set; never, if nothing can set it any more.
-pub async fn stopped(mut stop: watch::Receiver<bool>) {
-    if stop.wait_for(|v| *v).await.is_err() {
-        std::future::pending::<()>().await;
-    }
 }

@@ -1,5 +1,6 @@
-//! Signals: the first SIGTERM or SIGINT asks for a graceful stop (stop watching, let
-//! in-flight patches finish); a second one exits at once.
+//! Signals: the first SIGTERM or SIGINT asks for a stop (the daemon stops watching and lets
+//! in-flight patches finish; `--once` and `status` finish what they are doing and exit with
+//! their own code, never the signal's 143); a second one exits at once (130).
 
 use tokio::sync::watch;
 
@@ -7,26 +8,41 @@ use tokio::sync::watch;
 pub struct Shutdown(watch::Receiver<bool>);
 
 impl Shutdown {
-    /// Listens for SIGTERM and SIGINT.
+    /// The daemon's: listens for SIGTERM and SIGINT.
     pub fn on_signals() -> Shutdown {
+        Shutdown::on_signals_saying("shutting down: stopped watching, finishing in-flight patches")
+    }
+
+    /// Listens for SIGTERM and SIGINT; the first logs `what`.
+    pub fn on_signals_saying(what: &'static str) -> Shutdown {
+        use tokio::signal::unix::{SignalKind, signal};
         let (tx, rx) = watch::channel(false);
         tokio::spawn(async move {
-            signal().await;
-            tracing::info!(
-                "shutting down: stopped watching, finishing in-flight patches (signal again to exit at once)"
-            );
+            let (mut term, mut int) = match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                (Ok(term), Ok(int)) => (term, int),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::error!(error = %e, "cannot listen for signals; stop the process with SIGKILL");
+                    // Keep the sender: a dropped one would read as "never requested" anyway.
+                    std::future::pending::<()>().await;
+                    return;
+                }
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            tracing::info!("{what} (signal again to exit at once)");
             let _ = tx.send(true);
-            signal().await;
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
             tracing::warn!("second signal: exiting at once");
             std::process::exit(130);
         });
-        Shutdown(rx)
-    }
-
-    /// A shutdown that never comes (for `--once` and tests).
-    pub fn never() -> Shutdown {
-        let (tx, rx) = watch::channel(false);
-        std::mem::forget(tx);
         Shutdown(rx)
     }
 
@@ -42,24 +58,11 @@ impl Shutdown {
             std::future::pending::<()>().await;
         }
     }
-}
 
-async fn signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (term, int) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    );
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        }
-        (Err(e), _) | (_, Err(e)) => {
-            tracing::error!(error = %e, "cannot listen for signals; stop the process with SIGKILL");
-            std::future::pending::<()>().await;
-        }
+    /// A shutdown requested by hand, through the returned sender (for tests).
+    #[cfg(test)]
+    pub fn by_hand() -> (watch::Sender<bool>, Shutdown) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Shutdown(rx))
     }
 }

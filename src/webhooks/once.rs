@@ -16,16 +16,12 @@ use kube::{
         watcher,
     },
 };
-use tokio::{sync::watch, time::Instant};
+use tokio::time::Instant;
 use tracing::info;
 
 use super::{Engine, Look, Settings, Source, decide, key_of, kinds};
 use crate::{
-    Result, discovery,
-    events::Sink,
-    failure::{self, Failure},
-    metrics::Metrics,
-    setup,
+    Result, discovery, events::Sink, failure::Failure, metrics::Metrics, retry, shutdown::Shutdown,
 };
 
 /// Tallies of one `--once` pass over the webhook configurations.
@@ -63,13 +59,7 @@ impl std::fmt::Display for Tally {
             "webhooks: exempted {}, restored {}, would exempt {}, would restore {}, failed {}",
             self.exempted, self.restored, self.would_exempt, self.would_restore, self.failed
         )?;
-        if self.not_tried > 0 {
-            write!(
-                f,
-                ", not tried {} (interrupted before them)",
-                self.not_tried
-            )?;
-        }
+        crate::retry::write_not_tried(f, self.not_tried)?;
         if self.unlisted {
             write!(f, ", not listed (interrupted before)")?;
         }
@@ -89,12 +79,12 @@ pub async fn run(
     events: Arc<Sink>,
     url: &str,
     timeout: Duration,
-    stop: watch::Receiver<bool>,
+    stop: Shutdown,
 ) -> Result<Tally> {
     let deadline = Instant::now() + timeout;
     let (stores, mut writers, keys, listed) = tokio::select! {
         state = list(&client, &settings.label_key, url, timeout) => state?,
-        _ = setup::stopped(stop.clone()) => return Ok(Tally { unlisted: true, ..Tally::default() }),
+        _ = stop.requested() => return Ok(Tally { unlisted: true, ..Tally::default() }),
     };
     info!(configurations = keys.len(), services = listed.len(), label_key = %settings.label_key,
           "webhooks: deciding on the endpoints as they are now (--once)");
@@ -112,11 +102,11 @@ pub async fn run(
     };
     let mut tally = Tally::default();
     for (i, key) in keys.iter().enumerate() {
-        if *stop.borrow() {
+        if stop.is_requested() {
             tally.not_tried = keys.len() - i;
             break;
         }
-        match settle(&engine, &mut writers, key, deadline, stop.clone()).await {
+        match settle(&engine, &mut writers, key, deadline, &stop).await {
             Ok(look) => tally.add(look),
             Err(_) => tally.failed += 1,
         }
@@ -172,50 +162,43 @@ async fn settle(
     writers: &mut Writers,
     key: &str,
     deadline: Instant,
-    stop: watch::Receiver<bool>,
+    stop: &Shutdown,
 ) -> std::result::Result<Look, Failure> {
-    let mut failures = 0;
-    loop {
-        let f = match engine.reconcile(key).await {
-            Ok(look) => return Ok(look),
-            Err(f) => f,
-        };
-        failures += 1;
-        let left = deadline.saturating_duration_since(Instant::now());
-        if !f.class.policy().retry || left.is_zero() || *stop.borrow() {
-            engine.report(key, &f, failures, None);
-            return Err(f);
+    let mut again = false;
+    let attempt = async || {
+        if again {
+            newest(engine, writers, key).await;
         }
-        let wait = failure::backoff(failures, failure::retry_after(&f.error)).min(left);
-        engine.report(key, &f, failures, Some(wait));
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = setup::stopped(stop.clone()) => {
-                engine.report(key, &f, failures, None);
-                return Err(f);
+        again = true;
+        engine.reconcile(key).await
+    };
+    retry::until_done(deadline, stop, attempt, |f, failures, wait| {
+        engine.report(key, f, failures, wait)
+    })
+    .await
+}
+
+/// Reads the configuration's newest state into its store: what the next look decides on.
+async fn newest(engine: &Engine, writers: &mut Writers, key: &str) {
+    // Every key is `plural/name` of a kind with a writer (`list`).
+    let Some((plural, name)) = key.split_once('/') else {
+        return;
+    };
+    let Some((_, api, writer)) = writers.iter_mut().find(|(ar, _, _)| ar.plural == plural) else {
+        return;
+    };
+    match api.get_opt(name).await {
+        Ok(Some(fresh)) if fresh.labels().contains_key(&engine.settings.label_key) => {
+            writer.apply_watcher_event(&watcher::Event::Apply(fresh))
+        }
+        // Deleted, or no longer labelled: no longer metainit's to touch.
+        Ok(Some(fresh)) => writer.apply_watcher_event(&watcher::Event::Delete(fresh)),
+        Ok(None) => {
+            if let Some(gone) = engine.find(key).and_then(|(_, o)| o) {
+                writer.apply_watcher_event(&watcher::Event::Delete((*gone).clone()));
             }
         }
-        // The newest state: what the next look decides on.
-        let Some((plural, name)) = key.split_once('/') else {
-            return Err(f);
-        };
-        let Some((_, api, writer)) = writers.iter_mut().find(|(ar, _, _)| ar.plural == plural)
-        else {
-            return Err(f);
-        };
-        match api.get_opt(name).await {
-            Ok(Some(fresh)) if fresh.labels().contains_key(&engine.settings.label_key) => {
-                writer.apply_watcher_event(&watcher::Event::Apply(fresh))
-            }
-            // Deleted, or no longer labelled: no longer metainit's to touch.
-            Ok(Some(fresh)) => writer.apply_watcher_event(&watcher::Event::Delete(fresh)),
-            Ok(None) => {
-                if let Some(gone) = engine.find(key).and_then(|(_, o)| o) {
-                    writer.apply_watcher_event(&watcher::Event::Delete((*gone).clone()));
-                }
-            }
-            // Looked at again on the state known; the next failure counts.
-            Err(_) => {}
-        }
+        // Looked at again on the state known; the next failure counts.
+        Err(_) => {}
     }
 }

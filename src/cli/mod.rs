@@ -1,0 +1,264 @@
+//! The command line: one clap derive tree (`args`), its values' parsers (`parse`), the
+//! rules between flags (`rules`) and the checked settings it builds for the rest of the
+//! program (`settings`). Doc comments are the help text; every flag also reads a
+//! `METAINIT_*` environment variable. Values are checked as they are parsed, so a bad one
+//! exits 2 with a message that names the flag, the value and the rule.
+
+mod args;
+mod parse;
+pub mod rules;
+mod settings;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+pub use args::{
+    Common, DEFAULT_ADMIN_ADDR, DEFAULT_LABEL_KEY, DEFAULT_WEBHOOK_GRACE, ModeArg, Output,
+    RuleArgs, RunArgs, StatusArgs,
+};
+pub use parse::{parse_admin_addr, parse_bool};
+pub use settings::Settings;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "metainit",
+    version = crate::VERSION,
+    about = "Clears pending initializers (Kubernetes 1.7-1.13) and scheduling gates (1.26+) on objects \
+             that carry a label key, to break bootstrap deadlocks.",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+impl Cli {
+    /// Parses the process's arguments and environment. A bad value that came from a
+    /// `METAINIT_*` variable is reported under the variable's name: the flag it stands
+    /// for was never typed.
+    pub fn parse_or_exit() -> Cli {
+        let argv: Vec<String> = std::env::args().collect();
+        Cli::try_parse_from(&argv)
+            .map_err(|e| from_env(e, &argv, |k| std::env::var(k).ok()))
+            .unwrap_or_else(|e| {
+                if e.use_stderr() && wants_json(&argv, std::env::var("METAINIT_LOG_FORMAT").ok()) {
+                    let text = e.render().to_string();
+                    let first = text.lines().next().unwrap_or_default();
+                    let message = first.strip_prefix("error: ").unwrap_or(first);
+                    eprintln!("{}", crate::logging::json_line(message, e.exit_code()));
+                    std::process::exit(e.exit_code());
+                }
+                e.exit()
+            })
+    }
+}
+
+/// Whether the command line or the environment asks for JSON logs: then even a bad
+/// command line is reported as a JSON line.
+fn wants_json(argv: &[String], env: Option<String>) -> bool {
+    let flag = argv
+        .windows(2)
+        .rev()
+        .find_map(|w| (w[0] == "--log-format").then(|| w[1].clone()));
+    let joined = argv
+        .iter()
+        .rev()
+        .find_map(|a| a.strip_prefix("--log-format=").map(String::from));
+    flag.or(joined).or(env).is_some_and(|f| f == "json")
+}
+
+/// Rewrites a clap error about a value read from an environment variable so that it
+/// names the variable. `env` reads a variable.
+pub fn from_env(
+    e: clap::Error,
+    argv: &[String],
+    env: impl Fn(&str) -> Option<String>,
+) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return e;
+    }
+    let text = |k| match e.get(k) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        Some(ContextValue::Strings(v)) => Some(v.join(", ")),
+        _ => None,
+    };
+    let (Some(flag), Some(value)) = (
+        text(ContextKind::InvalidArg),
+        text(ContextKind::InvalidValue),
+    ) else {
+        return e;
+    };
+    let long = flag
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let mut cmd = Cli::command();
+    let Some(arg) = flag_named(&cmd, &long) else {
+        return e;
+    };
+    let Some(var) = arg.get_env().and_then(|v| v.to_str()).map(str::to_string) else {
+        return e;
+    };
+    let from_env = env(&var).is_some_and(|v| v == value || v.split(',').any(|p| p == value));
+    if typed(&arg, &long, argv) || !from_env {
+        return e;
+    }
+    let rule = match (std::error::Error::source(&e), text(ContextKind::ValidValue)) {
+        (Some(source), _) => source.to_string(),
+        (None, Some(valid)) => format!("possible values: {valid}"),
+        (None, None) => "see --help".to_string(),
+    };
+    clap::Error::raw(
+        e.kind(),
+        format!(
+            "invalid value '{value}' in the environment variable {var} (read as {long}): {rule}"
+        ),
+    )
+    .format(&mut cmd)
+}
+
+/// The flag `long` (`--name`) of the command or of its subcommands.
+fn flag_named(cmd: &clap::Command, long: &str) -> Option<clap::Arg> {
+    cmd.get_arguments()
+        .chain(cmd.get_subcommands().flat_map(|c| c.get_arguments()))
+        .find(|a| a.get_long().is_some_and(|l| format!("--{l}") == long))
+        .cloned()
+}
+
+/// Whether `arg` is on the command line, as `--name`, `--name=VALUE` or its short form.
+fn typed(arg: &clap::Arg, long: &str, argv: &[String]) -> bool {
+    argv.iter().skip(1).any(|a| {
+        a == long
+            || a.starts_with(&format!("{long}="))
+            || arg
+                .get_short()
+                .is_some_and(|s| a.starts_with(&format!("-{s}")))
+    })
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List every object held back right now (labelled or not); changes nothing.
+    Status(StatusArgs),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::discovery::{ResourceSpec, parse_resource};
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("metainit").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn defaults() {
+        let cli = parse(&[]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.run.label_key().unwrap(), DEFAULT_LABEL_KEY);
+        assert_eq!(cli.run.resources().unwrap(), vec![ResourceSpec::pods()]);
+        assert_eq!(cli.run.common.mode, ModeArg::Auto);
+        assert_eq!(cli.run.admin_addr.to_string(), DEFAULT_ADMIN_ADDR);
+        assert_eq!(cli.run.common.request_timeout, Duration::from_secs(30));
+        assert_eq!(cli.run.resync_period, Duration::from_secs(300));
+        let cli = parse(&["--request-timeout", "0", "--resync-period", "2s"]).unwrap();
+        assert_eq!(cli.run.common.request_timeout, Duration::ZERO);
+        assert_eq!(cli.run.resync_period, Duration::from_secs(2));
+        assert!(parse(&["--resync-period", "500ms"]).is_err());
+    }
+
+    #[test]
+    fn the_webhooks_grace_defaults_to_30s_and_once_waits_for_none() {
+        let grace = |args: &[&str]| {
+            let cli = parse(args).unwrap();
+            cli.run.webhook_settings().unwrap().grace
+        };
+        assert_eq!(grace(&["--webhooks"]), Duration::from_secs(30));
+        assert_eq!(DEFAULT_WEBHOOK_GRACE, Duration::from_secs(30));
+        assert_eq!(
+            grace(&["--webhooks", "--webhook-grace", "2m"]),
+            Duration::from_secs(120)
+        );
+        assert_eq!(grace(&["--webhooks", "--once"]), Duration::ZERO);
+    }
+
+    #[test]
+    fn positional_label_key_like_the_original() {
+        let cli = parse(&["example.com/init"]).unwrap();
+        assert_eq!(cli.run.label_key().unwrap(), "example.com/init");
+        let cli = parse(&["--label-key", "a", "b"]).unwrap();
+        assert!(cli.run.label_key().is_err());
+        let cli = parse(&["--label-key", "a", "a"]).unwrap();
+        assert_eq!(cli.run.label_key().unwrap(), "a");
+    }
+
+    #[test]
+    fn bad_values_name_flag_value_and_rule() {
+        let err = parse(&["--label-key", "bad key"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let msg = err.to_string();
+        assert!(
+            msg.contains("--label-key") && msg.contains("bad key") && msg.contains("63 characters"),
+            "{msg}"
+        );
+        let err = parse(&["--resource", "Pods"]).unwrap_err().to_string();
+        assert!(
+            err.contains("--resource") && err.contains("Pods") && err.contains("plural"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn resources() {
+        assert_eq!(
+            parse_resource("deployments.apps").unwrap(),
+            ResourceSpec {
+                plural: "deployments".into(),
+                version: None,
+                group: "apps".into()
+            }
+        );
+        assert_eq!(
+            parse_resource("deployments.v1beta2.apps").unwrap(),
+            ResourceSpec {
+                plural: "deployments".into(),
+                version: Some("v1beta2".into()),
+                group: "apps".into()
+            }
+        );
+        assert_eq!(
+            parse_resource("pods.v1").unwrap().version.as_deref(),
+            Some("v1")
+        );
+        assert_eq!(
+            parse_resource("deployments.apps").unwrap().to_string(),
+            "deployments.apps"
+        );
+        for bad in ["", "Pods", "pods.", "pods..apps", "po ds", "pods.Apps"] {
+            assert!(parse_resource(bad).is_err(), "{bad:?}");
+        }
+        let cli = parse(&["--resource", "pods", "--resource", "pods"]).unwrap();
+        assert!(cli.run.resources().is_err());
+        let cli = parse(&["--resource", "pods,deployments.apps"]).unwrap();
+        assert_eq!(cli.run.resources().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn status_subcommand() {
+        let cli = parse(&["status", "-o", "json", "--max-age", "10m"]).unwrap();
+        let Some(Command::Status(s)) = cli.command else {
+            panic!("not status")
+        };
+        assert_eq!(s.output, Output::Json);
+        assert_eq!(s.max_age, Some(Duration::from_secs(600)));
+    }
+}

@@ -1,0 +1,80 @@
+//! The checked settings the command line hands to the rest of the program: plain data, so
+//! that nothing below the entry points needs the flags.
+
+use std::time::Duration;
+
+use super::{Common, DEFAULT_WEBHOOK_GRACE, RunArgs};
+use crate::{Result, blocker::Mode, discovery::ResourceSpec, kubeconfig, webhooks};
+
+/// What choosing the mode and finding the resources need from the command line, checked.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub label_key: String,
+    /// The resources to watch: `pods` when none was named.
+    pub resources: Vec<ResourceSpec>,
+    /// Whether `--resource` was given at all.
+    pub resources_named: bool,
+    /// `--mode`; `None`: the server's version decides.
+    pub mode: Option<Mode>,
+    pub webhooks: bool,
+    /// The first flag that asks for gate work beyond the label, if any.
+    pub gate_flag: Option<&'static str>,
+    pub only: Vec<String>,
+    pub dry_run: bool,
+    /// This node's name, for Events.
+    pub node: String,
+    pub concurrency: usize,
+    pub namespace: Option<String>,
+}
+
+impl Settings {
+    /// The rules that need the mode the server's version chose (`rules::check_mode`).
+    pub fn check_mode(&self, mode: Option<Mode>) -> Result<()> {
+        super::rules::check_mode(self.gate_flag, &self.resources, mode)
+    }
+}
+
+impl RunArgs {
+    /// What choosing the mode and finding the resources need, checked.
+    pub fn setup_settings(&self) -> Result<Settings> {
+        Ok(Settings {
+            label_key: self.label_key()?,
+            resources: self.resources()?,
+            resources_named: !self.resources.is_empty(),
+            mode: self.common.mode.mode(),
+            webhooks: self.webhooks,
+            gate_flag: self.gate_flag(),
+            only: self.only.clone(),
+            dry_run: self.dry_run,
+            node: crate::events::node_name(self.node_name.as_deref())?,
+            concurrency: usize::from(self.concurrency),
+            namespace: self.common.namespace.clone(),
+        })
+    }
+
+    /// What `--webhooks` needs; `--once` waits for no grace.
+    pub fn webhook_settings(&self) -> Result<webhooks::Settings> {
+        Ok(webhooks::Settings {
+            label_key: self.label_key()?,
+            grace: if self.once {
+                Duration::ZERO
+            } else {
+                self.webhook_grace.unwrap_or(DEFAULT_WEBHOOK_GRACE)
+            },
+            dry_run: self.dry_run,
+            node: crate::events::node_name(self.node_name.as_deref())?,
+            concurrency: 2,
+            resync: self.resync_period,
+        })
+    }
+}
+
+impl Common {
+    /// Which kubeconfig and context to read.
+    pub fn kubeconfig(&self) -> kubeconfig::Settings {
+        kubeconfig::Settings {
+            path: self.kubeconfig.clone(),
+            context: self.context.clone(),
+        }
+    }
+}

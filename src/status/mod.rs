@@ -1,0 +1,357 @@
+//! `metainit status`: every object held back right now, labelled or not, with how long
+//! and by what. Read-only: it only LISTs (and reads discovery documents).
+
+mod table;
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    process::ExitCode,
+    time::Duration,
+};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::{
+    Client,
+    api::{ApiResource, ListParams},
+};
+use serde::Serialize;
+pub use table::{over_age, summary, table, webhooks_table};
+
+use crate::{
+    Result,
+    blocker::Mode,
+    cli::{self, StatusArgs},
+    discovery::{self, ResourceSpec, Target},
+    object::{Held, Kind},
+    release::Rules,
+    shutdown::Shutdown,
+    text,
+    webhooks::status::WebhookRow,
+};
+
+/// One held object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    pub age_seconds: u64,
+    pub blocked_by: Vec<String>,
+    pub labelled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// With `--release-gate`: the rule that will release this pod and when ("GATE=AGE in
+    /// 12m", "GATE=AGE now"); `None` if no rule will.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub mode: String,
+    pub label_key: String,
+    pub items: Vec<Row>,
+    /// How many objects each name holds back.
+    pub by_name: BTreeMap<String, usize>,
+    /// The `--release-gate` rules the `release` of each row is computed with.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub release_rules: Vec<String>,
+    /// With `--webhooks`: the webhooks of labelled configurations that are down or exempted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhooks: Option<Vec<WebhookRow>>,
+}
+
+/// What `status` says when a signal stops it.
+pub const ON_SIGNAL: &str =
+    "status interrupted by a signal before every object was listed: nothing printed";
+
+pub async fn run(args: StatusArgs) -> Result<ExitCode> {
+    let format = args.common.log_format;
+    // Read-only: a signal has nothing to drain; it ends the listing, exit 1.
+    let stop = Shutdown::on_signals_saying("signal received: stopping the listing");
+    let report = tokio::select! {
+        report = report(&args) => report,
+        _ = stop.requested() => return Ok(crate::logging::final_line(format, ON_SIGNAL, 1)),
+    };
+    // Any failure of `status` exits 2: 1 is kept for "held longer than --max-age".
+    match report {
+        Ok(report) => {
+            table::print(&report, args.output)?;
+            let Some(max) = args.max_age else {
+                return Ok(ExitCode::SUCCESS);
+            };
+            let too_old: Vec<&Row> = report
+                .items
+                .iter()
+                .filter(|r| r.age_seconds > max.as_secs())
+                .collect();
+            if too_old.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            Ok(crate::logging::final_line(
+                format,
+                &over_age(&too_old, max),
+                1,
+            ))
+        }
+        Err(e) => Ok(crate::logging::fatal_with(format, &e, 2)),
+    }
+}
+
+/// The report's mode on a 1.21 to 1.25 server, which has only webhooks to look at.
+const WEBHOOKS_ONLY: &str = "webhooks only";
+
+async fn report(args: &StatusArgs) -> Result<Report> {
+    let common = &args.common;
+    args.check()?;
+    let label_key = args.label_key()?;
+    let rules = Rules {
+        rules: args.rules.release_gate.clone(),
+        exclude: args.rules.exclude_namespace.clone(),
+    };
+    let conn = crate::setup::connect(&common.kubeconfig(), common.request_timeout, None).await?;
+    let (client, url) = (conn.client, conn.url);
+    let deadline = Some(common.timeout);
+    let mode =
+        discovery::choose_mode(&client, &url, common.mode.mode(), deadline, args.webhooks).await?;
+    conn.legacy.set(mode == Some(Mode::Initializers));
+    cli::rules::check_mode(args.gate_flag(), &[ResourceSpec::pods()], mode)?;
+    let webhooks = match args.webhooks {
+        true => Some(webhook_rows(&client, args, &label_key, &url).await?),
+        false => None,
+    };
+    let Some(mode) = mode else {
+        // A 1.21 to 1.25 server (only with --webhooks): nothing can be held back.
+        return Ok(Report::new(
+            WEBHOOKS_ONLY.into(),
+            label_key,
+            Vec::new(),
+            &rules,
+            webhooks,
+        ));
+    };
+    let targets = match mode {
+        Mode::SchedulingGates => {
+            vec![discovery::resolve(&client, &url, &ResourceSpec::pods(), deadline).await?]
+        }
+        Mode::Initializers => every_listable_resource(&client, &url, deadline).await?,
+    };
+    let mut items = Vec::new();
+    let mut seen = HashSet::new();
+    let now = Timestamp::now();
+    for target in &targets {
+        let objects = list_all(&client, target, common.namespace.as_deref(), &url, deadline);
+        for obj in objects.await? {
+            // The same object can be served by two groups (deployments in apps and extensions).
+            let new = |uid: &String| seen.insert(uid.clone());
+            if let Some(row) = held(mode, target, &obj, &label_key, &rules, now)
+                && obj.metadata.meta.uid.as_ref().is_none_or(new)
+            {
+                items.push(row);
+            }
+        }
+    }
+    Ok(Report::new(
+        mode.to_string(),
+        label_key,
+        items,
+        &rules,
+        webhooks,
+    ))
+}
+
+/// With `--webhooks`: the webhooks of labelled configurations that are down or exempted.
+async fn webhook_rows(
+    client: &Client,
+    args: &StatusArgs,
+    label_key: &str,
+    url: &str,
+) -> Result<Vec<WebhookRow>> {
+    let deadline = Some(args.common.timeout);
+    let mut rows = crate::webhooks::status::list(client, label_key, url, deadline).await?;
+    // `-n NS`: the webhooks whose service is in NS (the namespace they fail closed on).
+    if let Some(ns) = &args.common.namespace {
+        rows.retain(|r| &r.namespace == ns);
+    }
+    Ok(rows)
+}
+
+/// The row of `obj` if something holds it back; the release due to it if unlabelled.
+fn held(
+    mode: Mode,
+    target: &Target,
+    obj: &Held,
+    label_key: &str,
+    rules: &Rules,
+    now: Timestamp,
+) -> Option<Row> {
+    let blocked_by = mode.blocking_names(obj);
+    if blocked_by.is_empty() || (mode == Mode::Initializers && init_failed(obj)) {
+        return None;
+    }
+    let mut row = row(&target.resource, obj, blocked_by, label_key, now);
+    if !row.labelled {
+        row.release = releases(rules, obj, now);
+    }
+    Some(row)
+}
+
+impl Report {
+    /// The report of `items`, oldest first, with how many each name holds back.
+    fn new(
+        mode: String,
+        label_key: String,
+        mut items: Vec<Row>,
+        rules: &Rules,
+        webhooks: Option<Vec<WebhookRow>>,
+    ) -> Report {
+        items.sort_by(|a, b| {
+            b.age_seconds
+                .cmp(&a.age_seconds)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        let mut by_name = BTreeMap::new();
+        for r in &items {
+            for n in &r.blocked_by {
+                *by_name.entry(n.clone()).or_insert(0) += 1;
+            }
+        }
+        Report {
+            mode,
+            label_key,
+            items,
+            by_name,
+            release_rules: rules.rules.iter().map(ToString::to_string).collect(),
+            webhooks,
+        }
+    }
+}
+
+/// The rule that releases an unlabelled pod first, and when: "GATE=AGE in 12m", or
+/// "GATE=AGE now" once due (within --release-rate).
+pub fn releases(rules: &Rules, obj: &Held, now: Timestamp) -> Option<String> {
+    if !rules.applies(obj) {
+        return None;
+    }
+    let age = crate::release::age(obj, now)?;
+    crate::release::gates(obj)
+        .iter()
+        .filter_map(|g| rules.rules.iter().find(|r| &r.gate == g))
+        .min_by_key(|r| r.after)
+        .map(
+            |r| match r.after.checked_sub(age).filter(|w| !w.is_zero()) {
+                Some(wait) => format!("{r} in {}", text::age(wait.as_secs().max(1))),
+                None => format!("{r} now"),
+            },
+        )
+}
+
+fn init_failed(obj: &Held) -> bool {
+    obj.initializers_state().1
+}
+
+fn row(
+    resource: &ApiResource,
+    obj: &Held,
+    blocked_by: Vec<String>,
+    label_key: &str,
+    now: Timestamp,
+) -> Row {
+    let meta = &obj.metadata.meta;
+    let age_seconds = meta
+        .creation_timestamp
+        .as_ref()
+        .map(|t| now.as_second().saturating_sub(t.0.as_second()).max(0) as u64)
+        .unwrap_or(0);
+    let owners = meta.owner_references.as_deref().unwrap_or_default();
+    let owner = owners
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .or_else(|| owners.first())
+        .map(|o| format!("{}/{}", o.kind, o.name));
+    Row {
+        kind: resource.kind.clone(),
+        namespace: meta.namespace.clone(),
+        name: obj.name().to_string(),
+        age_seconds,
+        blocked_by,
+        labelled: obj.has_label(label_key),
+        owner,
+        release: None,
+    }
+}
+
+/// Every resource the server lists (legacy initializers can be configured on any of them).
+async fn every_listable_resource(
+    client: &Client,
+    url: &str,
+    deadline: Option<Duration>,
+) -> Result<Vec<Target>> {
+    let mut lists = Vec::new();
+    let core = discovery::with_retries("discovery", url, deadline, || {
+        client.list_core_api_resources("v1")
+    })
+    .await?;
+    lists.push(("v1".to_string(), core));
+    let groups =
+        discovery::with_retries("discovery", url, deadline, || client.list_api_groups()).await?;
+    for g in groups.groups {
+        let Some(gv) = g
+            .preferred_version
+            .or_else(|| g.versions.into_iter().next())
+        else {
+            continue;
+        };
+        let gv = gv.group_version;
+        let list = discovery::with_retries("discovery", url, deadline, || {
+            client.list_api_group_resources(&gv)
+        })
+        .await?;
+        lists.push((gv, list));
+    }
+    let mut targets = Vec::new();
+    for (gv, list) in lists {
+        let (group, version) = match gv.split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), gv.clone()),
+        };
+        for r in list.resources {
+            if r.name.contains('/') || !r.verbs.iter().any(|v| v == "list") {
+                continue;
+            }
+            targets.push(Target {
+                name: if group.is_empty() {
+                    r.name.clone()
+                } else {
+                    format!("{}.{group}", r.name)
+                },
+                resource: Kind::from(ApiResource {
+                    group: group.clone(),
+                    version: version.clone(),
+                    api_version: gv.clone(),
+                    kind: r.kind,
+                    plural: r.name,
+                }),
+                namespaced: r.namespaced,
+            });
+        }
+    }
+    Ok(targets)
+}
+
+async fn list_all(
+    client: &Client,
+    target: &Target,
+    namespace: Option<&str>,
+    url: &str,
+    deadline: Option<Duration>,
+) -> Result<Vec<Held>> {
+    if namespace.is_some() && !target.namespaced {
+        return Ok(Vec::new());
+    }
+    let api = target.api(client, namespace);
+    crate::list::all(&api, ListParams::default(), url, deadline).await
+}
