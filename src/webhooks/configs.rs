@@ -11,7 +11,10 @@ use kube::{
 };
 use tracing::{info, warn};
 
-use super::{ANNOTATION, key_of, records_of};
+use super::{
+    key_of,
+    record::{ANNOTATION, records_of},
+};
 use crate::watch;
 
 pub const GROUP: &str = "admissionregistration.k8s.io";

@@ -5,8 +5,9 @@
 //! webhook that fails closed (`endpoints.rs`); when one has had no ready endpoint for
 //! `--webhook-grace`, it exempts that service's own namespace from that webhook alone
 //! (`decide.rs`), and once the service has had ready endpoints for the grace again, it
-//! removes exactly what it added. Patches to webhook configurations are never sent to
-//! webhooks, so this always works; every other namespace keeps failing closed.
+//! removes exactly what it added (`patch.rs`, as `record.rs` remembers it). Patches to
+//! webhook configurations are never sent to webhooks, so this always works; every other
+//! namespace keeps failing closed.
 //!
 //! Shape: the two configuration kinds are watched by label (`configs.rs`, on the one watch
 //! of `watch.rs`, and a reflector store each) and feed one work queue (`queue.rs`) keyed by
@@ -16,7 +17,10 @@
 mod configs;
 pub mod decide;
 pub mod endpoints;
+pub mod hook;
 pub mod once;
+pub mod patch;
+pub mod record;
 pub mod status;
 
 use std::{
@@ -46,8 +50,10 @@ use crate::{
 };
 use configs::follow;
 pub use configs::{ConfigKind, GROUP, kinds};
-use decide::{ANNOTATION, Endpoints, Hook, Service, Step};
+use decide::{Endpoints, Step};
 use endpoints::Services;
+use hook::{Hook, Service};
+use record::records_of;
 
 /// What the engine needs from the command line.
 pub struct Settings {
@@ -230,18 +236,6 @@ pub async fn run(
         .await;
 }
 
-fn records_of(
-    obj: &DynamicObject,
-) -> Result<std::collections::BTreeMap<String, decide::Record>, String> {
-    decide::records(
-        obj.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION))
-            .map(String::as_str),
-    )
-}
-
 impl Engine {
     async fn work(self: Arc<Self>, queue: &Queue<String>, key: String) {
         match self.reconcile(&key).await {
@@ -287,7 +281,7 @@ impl Engine {
             lock(&self.said).retain(|s| !s.starts_with(&prefix));
             return Ok(look);
         };
-        let hooks = decide::hooks(&obj.data);
+        let hooks = hook::hooks(&obj.data);
         let records = match records_of(&obj) {
             Ok(r) => {
                 lock(&self.said).remove(&format!("{key}/unreadable"));
@@ -301,7 +295,7 @@ impl Engine {
             }
         };
         self.services
-            .track(key, &decide::guarded_services([&obj.data]));
+            .track(key, &hook::guarded_services([&obj.data]));
         for h in hooks
             .iter()
             .filter(|h| h.fails_closed && h.service.is_none())
@@ -371,7 +365,7 @@ impl Engine {
             return Ok(look);
         }
         let Some(patch) =
-            decide::patch(&obj.metadata, &hooks, &steps, &Timestamp::now().to_string())
+            patch::patch(&obj.metadata, &hooks, &steps, &Timestamp::now().to_string())
         else {
             return Ok(look);
         };
@@ -687,3 +681,6 @@ impl Engine {
 
 /// What to do about a 403 on a webhook configuration.
 pub const RBAC_HINT: &str = "grant patch on mutatingwebhookconfigurations and validatingwebhookconfigurations, and list and watch on endpointslices, to metainit's user: manifests/rbac-webhooks.yaml";
+
+#[cfg(test)]
+mod fixtures;
