@@ -42,8 +42,9 @@ use tracing::{info, warn};
 
 use crate::{
     admin::Health,
+    clear::{self, Counted},
     events::{self, Sink},
-    failure::{self, Failure, describe, status_fields},
+    failure::{self, Failure},
     metrics::Metrics,
     queue::Queue,
     text, watch,
@@ -632,32 +633,18 @@ impl Engine {
         let url = format!("{}/{name}", DynamicObject::url_path(ar, None));
         let body =
             serde_json::to_vec(patch).map_err(|e| Failure::from(kube::Error::SerdeError(e)))?;
-        let request = http::Request::patch(url)
-            .header(http::header::CONTENT_TYPE, "application/json-patch+json")
-            .extension("patch")
-            .body(body)
-            .map_err(|e| Failure::from(kube::Error::HttpError(e)))?;
-        match self.client.request::<IgnoredAny>(request).await {
-            Ok(_) => Ok(true),
-            Err(e) => {
-                let f = Failure::from(e);
-                if f.class.policy().retry {
-                    Err(f)
-                } else {
-                    Ok(false)
-                }
-            }
-        }
+        let request = clear::patch_request(url, body)?;
+        clear::outcome(self.client.request::<IgnoredAny>(request).await)
     }
 
     /// Logs a failed PATCH: `retry_in` is `None` when this was the last try (`--once`).
     fn report(&self, key: &str, failure: &Failure, failures: u32, retry_in: Option<Duration>) {
-        let policy = failure.class.policy();
-        if let Some(reason) = policy.reason {
-            self.metrics.failure(reason);
-        }
-        let error = describe(&failure.error);
-        let (code, reason) = status_fields(&failure.error);
+        let Counted {
+            error,
+            code,
+            reason,
+            ..
+        } = clear::count(&self.metrics, failure);
         let hint = if failure.class == failure::Class::Forbidden {
             Some(RBAC_HINT)
         } else {
