@@ -52,7 +52,7 @@ use crate::{
 use configs::follow;
 pub use configs::{ConfigKind, GROUP, kinds};
 use decide::{Endpoints, Step};
-use endpoints::Services;
+use endpoints::{Services, Watches};
 use hook::{Hook, Service};
 use record::records_of;
 
@@ -171,14 +171,14 @@ pub async fn run(
         Arc::new(move |key: &str| queue.add(key.to_string())) as Arc<dyn Fn(&str) + Send + Sync>
     };
     let origin = Instant::now();
-    let services = Services::new(
-        client.clone(),
+    let services = Services::new(Watches {
+        client: client.clone(),
         origin,
-        health.clone(),
-        metrics.clone(),
-        settings.resync,
+        health: health.clone(),
+        metrics: metrics.clone(),
+        resync: settings.resync,
         wake,
-    );
+    });
     let mut stores = Vec::new();
     let mut sources = Vec::new();
     for ar in kinds() {
