@@ -4,9 +4,12 @@
 
 use std::time::Duration;
 
-// `--once` and `status` name the hook model through the decision.
-pub use super::hook::{Hook, Service, guarded_services};
-use super::{hook::expression, record::Record};
+// `--once` names these through the decision.
+pub use super::hook::{Service, guarded_services};
+use super::{
+    hook::{Hook, expression},
+    record::Record,
+};
 
 /// What metainit knows of a service's endpoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

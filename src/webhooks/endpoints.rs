@@ -218,6 +218,47 @@ impl Services {
     }
 }
 
+/// Where the state of a service's endpoints comes from: the watches of the daemon, or
+/// for `--once` one LIST each (`true`: a ready endpoint), with no grace to wait for.
+pub(super) enum Source {
+    Watch(Arc<Services>),
+    Once(HashMap<Service, bool>),
+}
+
+impl Source {
+    pub(super) fn track(&self, config: &str, services: &[Service]) {
+        if let Source::Watch(w) = self {
+            w.track(config, services);
+        }
+    }
+
+    pub(super) fn endpoints(&self, service: &Service) -> Endpoints {
+        match self {
+            Source::Watch(w) => w.endpoints(service),
+            Source::Once(listed) => match listed.get(service) {
+                Some(true) => Endpoints::Ready {
+                    since: Duration::ZERO,
+                },
+                Some(false) => Endpoints::Down {
+                    since: Duration::ZERO,
+                },
+                None => Endpoints::Unknown,
+            },
+        }
+    }
+
+    pub(super) fn outage(&self, service: &Service) -> Option<Duration> {
+        match self {
+            Source::Watch(w) => w.outage(service),
+            Source::Once(_) => None,
+        }
+    }
+
+    pub(super) fn once(&self) -> bool {
+        matches!(self, Source::Once(_))
+    }
+}
+
 fn slices_path(s: &Service) -> String {
     format!(
         "/apis/discovery.k8s.io/v1/namespaces/{}/endpointslices",
