@@ -223,3 +223,32 @@ pub fn count<'a>(metrics: &Metrics, failure: &'a Failure) -> Counted<'a> {
         reason,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::failure::Class;
+
+    fn answer(code: u16) -> Result<(), kube::Error> {
+        Err(kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            ..kube::core::Status::default()
+        })))
+    }
+
+    #[test]
+    fn an_answer_is_accepted_gone_or_a_failure_to_retry() {
+        assert!(matches!(outcome(Ok(())), Ok(true)));
+        assert!(matches!(outcome(answer(404)), Ok(false)));
+        for (code, class) in [
+            (409, Class::Race),
+            (403, Class::Forbidden),
+            (503, Class::ServerError),
+        ] {
+            match outcome(answer(code)) {
+                Err(f) => assert_eq!(f.class, class, "{code}"),
+                Ok(accepted) => panic!("{code}: Ok({accepted})"),
+            }
+        }
+    }
+}
