@@ -1,6 +1,7 @@
 //! One attempt at one object, the same for the daemon and `--once`: decide, send the
 //! guarded clearing patch, and say what became of it; and the one place a failed
-//! attempt is logged and counted, as the failure table says.
+//! request is counted and judged, as the failure table says, for objects and webhook
+//! configurations alike.
 
 use std::{sync::Arc, time::Duration};
 
@@ -11,7 +12,7 @@ use crate::{
     blocker::{Decision, Leave, Mode, Patch},
     discovery::Target,
     events,
-    failure::{Failure, describe, status_fields},
+    failure::{Failure, Policy, describe, status_fields},
     metrics::Metrics,
     object::Held,
     release::Due,
@@ -112,34 +113,15 @@ impl Clearer {
     /// Sends a patch: `true` once accepted, `false` if the object is gone (404), or the
     /// failure to retry.
     async fn send(&self, obj: &Held, patch: &Patch) -> Result<bool, Failure> {
-        // The answer (the whole object) is read, never parsed: nothing in it is needed.
-        match self.direct.send(self.patch_request(obj, patch)?).await {
-            Ok(()) => Ok(true),
-            Err(e) => {
-                let failure = Failure::from(e);
-                if failure.class.policy().retry {
-                    Err(failure)
-                } else {
-                    debug!(object = %obj.key(), "deleted before it was patched");
-                    Ok(false)
-                }
-            }
-        }
-    }
-
-    /// `PATCH` with the JSON patch as the body, as `Api::patch` with `Patch::Json` sends it,
-    /// without its round trip of the patch through `json_patch::Patch`; the answer (the
-    /// whole object) is not parsed, since nothing in it is read.
-    fn patch_request(&self, obj: &Held, patch: &Patch) -> Result<http::Request<Vec<u8>>, Failure> {
         let ns = obj.namespace().filter(|_| self.target.namespaced);
         let url = Held::url(&self.target.resource, ns, obj.name());
-        let body = patch.as_str().as_bytes().to_vec();
-        http::Request::patch(url)
-            .header(http::header::CONTENT_TYPE, "application/json-patch+json")
-            // The verb kube's own requests carry, for its tracing layer.
-            .extension("patch")
-            .body(body)
-            .map_err(|e| Failure::from(kube::Error::HttpError(e)))
+        let request = patch_request(url, patch.as_str().as_bytes().to_vec())?;
+        // The answer (the whole object) is read, never parsed: nothing in it is needed.
+        let accepted = outcome(self.direct.send(request).await)?;
+        if !accepted {
+            debug!(object = %obj.key(), "deleted before it was patched");
+        }
+        Ok(accepted)
     }
 
     fn log_left(&self, obj: &Held, leave: &Leave) {
@@ -157,20 +139,19 @@ impl Clearer {
     /// Logs and counts a failed attempt, as the failure table says; `failures` counts
     /// this one. Transient classes become loud once they persist.
     pub fn report(&self, key: &str, failure: &Failure, failures: u32, retry_in: Option<Duration>) {
-        let policy = failure.class.policy();
-        if let Some(reason) = policy.reason {
-            self.metrics.failure(reason);
-        }
+        let Counted {
+            policy,
+            error,
+            code,
+            reason,
+        } = count(&self.metrics, failure);
         let level = if policy.level == Level::DEBUG && failures >= 5 {
             Level::WARN
         } else {
             policy.level
         };
-        let error = describe(&failure.error);
         let hint = policy.hint;
         let kind = &self.target.resource.kind;
-        // For log queries (`error` has it all).
-        let (code, reason) = status_fields(&failure.error);
         macro_rules! line {
             ($lvl:ident, $wait:expr) => {
                 tracing::$lvl!(kind = %kind, object = %key, %error, status.code = code, status.reason = reason.map(tracing::field::display), failures, retry_in = ?$wait, hint, "cannot clear yet; retrying")
@@ -182,6 +163,91 @@ impl Clearer {
             (_, Some(wait)) => line!(debug, wait),
             (_, None) => {
                 tracing::error!(kind = %kind, object = %key, %error, status.code = code, status.reason = reason.map(tracing::field::display), failures, hint, "could not clear")
+            }
+        }
+    }
+}
+
+/// `PATCH` of `url` with a JSON patch as the body, as `Api::patch` with `Patch::Json`
+/// sends it, without its round trip of the patch through `json_patch::Patch`.
+pub fn patch_request(url: String, body: Vec<u8>) -> Result<http::Request<Vec<u8>>, Failure> {
+    http::Request::patch(url)
+        .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+        // The verb kube's own requests carry, for its tracing layer.
+        .extension("patch")
+        .body(body)
+        .map_err(|e| Failure::from(kube::Error::HttpError(e)))
+}
+
+/// What became of a request that changes an object: `true` accepted, `false` the object
+/// is gone (nothing is left to change), or the failure to retry, as the failure table says.
+pub fn outcome<T>(answer: Result<T, kube::Error>) -> Result<bool, Failure> {
+    match answer {
+        Ok(_) => Ok(true),
+        Err(e) => {
+            let failure = Failure::from(e);
+            if failure.class.policy().retry {
+                Err(failure)
+            } else {
+                Ok(false)
+            }
+        }
+    }
+}
+
+/// A failed request once counted: the failure table's word on it, and what every log
+/// line about it shows. The line itself is the caller's, since tracing fixes a line's
+/// fields, level and message where it is written.
+pub struct Counted<'a> {
+    pub policy: Policy,
+    /// The error, as `describe` words it.
+    pub error: String,
+    /// The server's answer, for log queries (`error` has it all).
+    pub code: Option<u16>,
+    pub reason: Option<&'a str>,
+}
+
+/// Counts a failed request in the failures metric, under the failure table's label for
+/// its class (none: not a failure), before the caller says it: whoever reads the line
+/// finds it in the metrics.
+pub fn count<'a>(metrics: &Metrics, failure: &'a Failure) -> Counted<'a> {
+    let policy = failure.class.policy();
+    if let Some(reason) = policy.reason {
+        metrics.failure(reason);
+    }
+    let (code, reason) = status_fields(&failure.error);
+    Counted {
+        policy,
+        error: describe(&failure.error),
+        code,
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::failure::Class;
+
+    fn answer(code: u16) -> Result<(), kube::Error> {
+        Err(kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            ..kube::core::Status::default()
+        })))
+    }
+
+    #[test]
+    fn an_answer_is_accepted_gone_or_a_failure_to_retry() {
+        assert!(matches!(outcome(Ok(())), Ok(true)));
+        assert!(matches!(outcome(answer(404)), Ok(false)));
+        for (code, class) in [
+            (409, Class::Race),
+            (403, Class::Forbidden),
+            (503, Class::ServerError),
+        ] {
+            match outcome(answer(code)) {
+                Err(f) => assert_eq!(f.class, class, "{code}"),
+                Ok(accepted) => panic!("{code}: Ok({accepted})"),
             }
         }
     }

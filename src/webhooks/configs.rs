@@ -11,7 +11,10 @@ use kube::{
 };
 use tracing::{info, warn};
 
-use super::{ANNOTATION, key_of, records_of};
+use super::{
+    key_of,
+    record::{ANNOTATION, records_of},
+};
 use crate::watch;
 
 pub const GROUP: &str = "admissionregistration.k8s.io";
@@ -60,6 +63,9 @@ pub fn kinds() -> [ApiResource; 2] {
     ConfigKind::ALL.map(ConfigKind::resource)
 }
 
+/// The keys of configurations to look at, as a watch yields them.
+pub(super) type Keys = std::pin::Pin<Box<dyn Stream<Item = String> + Send>>;
+
 /// The keys of the labelled configurations of one kind, as the watch sees them change;
 /// the store behind `writer` is kept up to date first. After a relist, every key known
 /// before is yielded too, so a configuration deleted meanwhile lets go of its services.
@@ -69,7 +75,7 @@ pub(super) fn follow(
     label_key: String,
     writer: Writer<DynamicObject>,
     spec: watch::Spec,
-) -> std::pin::Pin<Box<dyn Stream<Item = String> + Send>> {
+) -> Keys {
     let state = Configs {
         events: watch::Events::new(api, spec),
         ar,

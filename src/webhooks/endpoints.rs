@@ -15,7 +15,7 @@ use kube::{Api, Client, runtime::watcher};
 use tokio::{task::AbortHandle, time::Instant};
 use tracing::info;
 
-use super::decide::{Endpoints, Service};
+use super::{decide::Endpoints, hook::Service};
 use crate::{admin::Health, metrics::Metrics, watch};
 
 /// The label EndpointSlices carry with their service's name.
@@ -65,35 +65,28 @@ struct Entry {
     health: usize,
 }
 
+/// What the watch of a service's EndpointSlices needs.
+pub struct Watches {
+    pub client: Client,
+    pub origin: Instant,
+    pub health: Arc<Health>,
+    pub metrics: Arc<Metrics>,
+    /// How often each watch lists everything again.
+    pub resync: Duration,
+    /// Called with the configurations to look at again when a service's state changes.
+    pub wake: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
 /// Every watched service, shared by the workers and the watch tasks.
 pub struct Services {
-    client: Client,
-    origin: Instant,
-    health: Arc<Health>,
-    metrics: Arc<Metrics>,
-    /// How often each watch lists everything again.
-    resync: Duration,
-    /// Called with the configurations to look at again when a service's state changes.
-    wake: Arc<dyn Fn(&str) + Send + Sync>,
+    watches: Watches,
     entries: Mutex<HashMap<Service, Entry>>,
 }
 
 impl Services {
-    pub fn new(
-        client: Client,
-        origin: Instant,
-        health: Arc<Health>,
-        metrics: Arc<Metrics>,
-        resync: Duration,
-        wake: Arc<dyn Fn(&str) + Send + Sync>,
-    ) -> Arc<Self> {
+    pub fn new(watches: Watches) -> Arc<Self> {
         Arc::new(Services {
-            client,
-            origin,
-            health,
-            metrics,
-            resync,
-            wake,
+            watches,
             entries: Mutex::new(HashMap::new()),
         })
     }
@@ -124,6 +117,7 @@ impl Services {
                 continue;
             }
             let health = self
+                .watches
                 .health
                 .add_later_watch(&format!("endpointslices of {s}"), &slices_path(s));
             let task = tokio::spawn(self.clone().watch(s.clone(), health)).abort_handle();
@@ -138,7 +132,7 @@ impl Services {
                 },
             );
         }
-        let health = &self.health;
+        let health = &self.watches.health;
         entries.retain(|s, e| {
             if !services.contains(s) {
                 e.refs.remove(config);
@@ -154,7 +148,7 @@ impl Services {
 
     /// A new verdict for `service`; wakes its configurations if it changed.
     fn set(&self, service: &Service, ready: bool) {
-        let now = self.origin.elapsed();
+        let now = self.watches.origin.elapsed();
         let refs: Vec<String> = {
             let mut entries = self.lock();
             let Some(e) = entries.get_mut(service) else {
@@ -178,23 +172,24 @@ impl Services {
             e.refs.iter().cloned().collect()
         };
         for r in refs {
-            (self.wake)(&r);
+            (self.watches.wake)(&r);
         }
     }
 
     /// The watch of one service's EndpointSlices, for as long as a configuration names it.
     async fn watch(self: Arc<Self>, service: Service, health: usize) {
-        let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &service.namespace);
+        let api: Api<EndpointSlice> =
+            Api::namespaced(self.watches.client.clone(), &service.namespace);
         let mut events = watch::Events::new(
             api,
             watch::Spec {
                 name: format!("endpointslices of {service}"),
                 filter: watch::Filter::labels(&selector(&service)),
-                resync: self.resync,
+                resync: self.watches.resync,
                 rbac_hint: super::RBAC_HINT,
-                health: self.health.clone(),
+                health: self.watches.health.clone(),
                 index: health,
-                metrics: self.metrics.clone(),
+                metrics: self.watches.metrics.clone(),
             },
         );
         let mut slices: HashMap<String, EndpointSlice> = HashMap::new();
@@ -220,6 +215,47 @@ impl Services {
                 }
             }
         }
+    }
+}
+
+/// Where the state of a service's endpoints comes from: the watches of the daemon, or
+/// for `--once` one LIST each (`true`: a ready endpoint), with no grace to wait for.
+pub(super) enum Source {
+    Watch(Arc<Services>),
+    Once(HashMap<Service, bool>),
+}
+
+impl Source {
+    pub(super) fn track(&self, config: &str, services: &[Service]) {
+        if let Source::Watch(w) = self {
+            w.track(config, services);
+        }
+    }
+
+    pub(super) fn endpoints(&self, service: &Service) -> Endpoints {
+        match self {
+            Source::Watch(w) => w.endpoints(service),
+            Source::Once(listed) => match listed.get(service) {
+                Some(true) => Endpoints::Ready {
+                    since: Duration::ZERO,
+                },
+                Some(false) => Endpoints::Down {
+                    since: Duration::ZERO,
+                },
+                None => Endpoints::Unknown,
+            },
+        }
+    }
+
+    pub(super) fn outage(&self, service: &Service) -> Option<Duration> {
+        match self {
+            Source::Watch(w) => w.outage(service),
+            Source::Once(_) => None,
+        }
+    }
+
+    pub(super) fn once(&self) -> bool {
+        matches!(self, Source::Once(_))
     }
 }
 

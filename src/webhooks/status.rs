@@ -13,8 +13,9 @@ use serde::Serialize;
 
 use super::{
     ConfigKind,
-    decide::{self, ANNOTATION, Service},
     endpoints::ready_now,
+    hook::{self, Service},
+    record::records_of,
 };
 use crate::{Result, discovery, text};
 
@@ -79,15 +80,8 @@ pub fn rows(
 ) -> Vec<WebhookRow> {
     let mut out = Vec::new();
     for (kind, obj) in configs {
-        let records = decide::records(
-            obj.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(ANNOTATION))
-                .map(String::as_str),
-        )
-        .unwrap_or_default();
-        for h in decide::hooks(&obj.data) {
+        let records = records_of(obj).unwrap_or_default();
+        for h in hook::hooks(&obj.data) {
             let Some(service) = h.guarded_service() else {
                 continue;
             };
@@ -95,7 +89,7 @@ pub fn rows(
             // What is there decides, not the record alone: a rewrite (a Helm upgrade, a
             // GitOps sync) that dropped metainit's expression leaves the namespace failing
             // closed until metainit adds it again.
-            let exempted = h.has(&decide::expression(&service.namespace));
+            let exempted = h.has(&hook::expression(&service.namespace));
             let record = records.get(&h.name).filter(|_| exempted);
             let state = match (exempted, record, ready_endpoints) {
                 (true, Some(_), 0) => State::Exempted,
@@ -139,7 +133,7 @@ pub async fn list(
         configs.extend(list.items.into_iter().map(|o| (kind.label(), o)));
     }
     let mut ready = HashMap::new();
-    for s in decide::guarded_services(configs.iter().map(|(_, o)| &o.data)) {
+    for s in hook::guarded_services(configs.iter().map(|(_, o)| &o.data)) {
         let count = ready_now(client, &s, url, deadline).await?;
         ready.insert(s, count);
     }
@@ -149,6 +143,7 @@ pub async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::webhooks::record::ANNOTATION;
     use serde_json::json;
 
     fn config(name: &str, annotation: Option<Value>, hooks: Value) -> DynamicObject {
@@ -174,7 +169,7 @@ mod tests {
             "clientConfig": {"service": {"namespace": ns, "name": "svc"}},
         });
         if exempted {
-            h["namespaceSelector"] = json!({"matchExpressions": [decide::expression(ns)]});
+            h["namespaceSelector"] = json!({"matchExpressions": [hook::expression(ns)]});
         }
         h
     }
@@ -182,7 +177,7 @@ mod tests {
     #[test]
     fn only_what_is_down_or_exempted_and_in_which_state() {
         let now: Timestamp = "2026-11-24T12:00:00Z".parse().unwrap();
-        let record = |name: &str, ns: &str| json!({name: {"expression": decide::expression(ns), "since": "2026-11-24T11:48:00Z"}});
+        let record = |name: &str, ns: &str| json!({name: {"expression": hook::expression(ns), "since": "2026-11-24T11:48:00Z"}});
         let configs = vec![
             (
                 "validating",
