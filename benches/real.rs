@@ -29,11 +29,12 @@ use std::{
 
 use bed::{LIMIT, Metainit};
 use common::control_plane::ControlPlane;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api,
-    api::{Patch, PatchParams, PostParams, WatchEvent, WatchParams},
+    api::{Patch, PatchParams, PostParams},
+    runtime::{WatchStreamExt, watcher},
 };
 use serde_json::json;
 
@@ -66,13 +67,13 @@ impl Seen {
         let seen = Seen::default();
         let s = seen.clone();
         tokio::spawn(async move {
-            let mut stream = api
-                .watch(&WatchParams::default().timeout(290), "0")
-                .await
-                .expect("watch")
+            // kube-runtime's watcher: a run can outlast one watch (the server ends each
+            // after its timeout), and the count must not stop with it.
+            let mut stream = watcher(api, watcher::Config::default())
+                .applied_objects()
                 .boxed();
-            while let Ok(Some(ev)) = stream.try_next().await {
-                if let WatchEvent::Modified(p) | WatchEvent::Added(p) = ev
+            while let Some(p) = stream.next().await {
+                if let Ok(p) = p
                     && gates(&p) == 0
                 {
                     let name = p.metadata.name.unwrap_or_default();
@@ -108,14 +109,11 @@ fn tight_clearer(api: Api<Pod>, concurrency: usize) -> tokio::task::JoinHandle<(
             serde_json::from_value(json!([{"op": "remove", "path": "/spec/schedulingGates"}]))
                 .unwrap(),
         );
-        let stream = api
-            .watch(&WatchParams::default().timeout(290), "0")
-            .await
-            .expect("watch");
-        stream
-            .filter_map(|ev| async move {
-                match ev {
-                    Ok(WatchEvent::Added(p)) if gates(&p) > 0 => p.metadata.name,
+        watcher(api.clone(), watcher::Config::default())
+            .applied_objects()
+            .filter_map(|p| async move {
+                match p {
+                    Ok(p) if gates(&p) > 0 => p.metadata.name,
                     _ => None,
                 }
             })
