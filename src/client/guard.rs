@@ -84,7 +84,7 @@ where
     }
 }
 
-fn is_watch<B>(req: &Request<B>) -> bool {
+pub(super) fn is_watch<B>(req: &Request<B>) -> bool {
     req.uri()
         .query()
         .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))

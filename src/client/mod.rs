@@ -2,8 +2,9 @@
 //! metainit in audit logs, and `guard.rs` under every request (`includeUninitialized` on the
 //! legacy API's GETs, a timeout on every request but watches, so that a request accepted and
 //! never answered does not hold a worker for ever, and a report of every answered LIST and
-//! WATCH for `/readyz`). The per-object requests take the direct way (`direct.rs`) over the
-//! same connections.
+//! WATCH for `/readyz`), and over it `deadline.rs` for the `Client`'s requests (the same
+//! timeout, to an answer's last byte). The per-object requests take the direct way
+//! (`direct.rs`) over the same connections.
 
 use std::{
     sync::{
@@ -23,9 +24,11 @@ use tower::{BoxError, Layer, util::BoxCloneSyncService};
 
 use crate::{Error, Result};
 
+mod deadline;
 mod direct;
 mod guard;
 
+use deadline::DeadlineLayer;
 pub use direct::Direct;
 use guard::GuardLayer;
 pub use guard::include_uninitialized;
@@ -102,6 +105,7 @@ pub fn build(
     };
     let client = ClientBuilder::new(stack.clone(), config.default_namespace.clone())
         .with_layer(&layer)
+        .with_layer(&DeadlineLayer(request_timeout))
         .build();
     let direct = Direct::new(
         BoxCloneSyncService::new(layer.layer(stack)),
@@ -206,4 +210,45 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = s.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server that answers each request with its headers and the first byte of a body of
+    /// 1000, and holds the rest back.
+    async fn stalling_server() -> (String, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut request = [0u8; 4096];
+                let _ = conn.read(&mut request).await;
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                            content-length: 1000\r\n\r\n{";
+                let _ = conn.write_all(head.as_bytes()).await;
+                held.push(conn);
+            }
+        });
+        (url, server)
+    }
+
+    #[tokio::test]
+    async fn request_timeout_bounds_a_client_request_to_the_last_byte_of_its_answer() {
+        let (url, server) = stalling_server().await;
+        let config = Config::new(url.parse().unwrap());
+        let limit = Duration::from_millis(300);
+        let (client, _) = build(config, limit, Legacy::default(), None).unwrap();
+        let list = Request::get("/api/v1/namespaces").body(Vec::new()).unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(5), client.request_text(list)).await;
+        server.abort();
+        let Ok(Err(kube::Error::Service(e))) = answer else {
+            panic!("the stalled answer is not cut at --request-timeout: {answer:?}");
+        };
+        assert_eq!(e.to_string(), "no answer within 300ms (--request-timeout)");
+        assert!(e.is::<RequestTimeout>(), "{e:?}");
+    }
 }
