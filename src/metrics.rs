@@ -67,20 +67,34 @@ impl WatchCause {
     }
 }
 
+/// The registry and each metric in it, by its name under `metainit_`.
 pub struct Metrics {
     pub registry: Registry,
+    /// `objects_cleared_total`, by mode and resource.
     pub cleared: Family<ClearedLabels, Counter>,
+    /// `clear_failures_total`, by reason.
     pub clear_failures: Family<ReasonLabels, Counter>,
+    /// `watch_restarts_total`, by cause.
     pub watch_restarts: Family<CauseLabels, Counter>,
+    /// `objects_pending`.
     pub pending: Gauge,
+    /// `clear_latency_seconds`.
     pub clear_latency: Histogram,
+    /// `event_failures_total`.
     pub event_failures: Counter,
+    /// `events_dropped_total`.
     pub events_dropped: Counter,
+    /// `gates_released_total`, by gate.
     pub gates_released: Family<GateLabels, Counter>,
+    /// `gated_pods`, by gate.
     pub gated_pods: Family<GateLabels, Gauge>,
+    /// `gated_oldest_seconds`, by gate.
     pub gated_oldest: Family<GateLabels, Gauge>,
+    /// `webhooks_exempted`.
     pub webhooks_exempted: Gauge,
+    /// `webhook_exemptions_total`.
     pub webhook_exemptions: Counter,
+    /// `webhook_restorations_total`.
     pub webhook_restorations: Counter,
     /// Counts the webhooks exempted now, from the configurations' store, when scraped.
     exempted_source: std::sync::Mutex<Option<PendingSource>>,
@@ -98,89 +112,111 @@ pub type PendingSource = Box<dyn Fn() -> usize + Send + Sync>;
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("metainit");
-        let cleared = Family::<ClearedLabels, Counter>::default();
-        let clear_failures = Family::<ReasonLabels, Counter>::default();
-        let watch_restarts = Family::<CauseLabels, Counter>::default();
-        let pending = Gauge::default();
-        // 1 ms to about 65 s: 0.001 × 2^i, the bounds of prometheus-client's
-        // `exponential_buckets(0.001, 2.0, 17)`, without its `powf` (a libm call, `exp2`,
-        // the only one metainit makes: its pages stay out of memory).
-        let clear_latency = Histogram::new((0..17).map(|i| 0.001 * f64::from(1u32 << i)));
-        let event_failures = Counter::default();
-        let events_dropped = Counter::default();
-        let gates_released = Family::<GateLabels, Counter>::default();
-        let gated_pods = Family::<GateLabels, Gauge>::default();
-        let gated_oldest = Family::<GateLabels, Gauge>::default();
-        let webhooks_exempted = Gauge::default();
-        let webhook_exemptions = Counter::default();
-        let webhook_restorations = Counter::default();
-        registry.register(
+        let mut metrics = Metrics {
+            registry: Registry::with_prefix("metainit"),
+            cleared: Family::default(),
+            clear_failures: Family::default(),
+            watch_restarts: Family::default(),
+            pending: Gauge::default(),
+            // 1 ms to about 65 s: 0.001 × 2^i, the bounds of prometheus-client's
+            // `exponential_buckets(0.001, 2.0, 17)`, without its `powf` (a libm call, `exp2`,
+            // the only one metainit makes: its pages stay out of memory).
+            clear_latency: Histogram::new((0..17).map(|i| 0.001 * f64::from(1u32 << i))),
+            event_failures: Counter::default(),
+            events_dropped: Counter::default(),
+            gates_released: Family::default(),
+            gated_pods: Family::default(),
+            gated_oldest: Family::default(),
+            webhooks_exempted: Gauge::default(),
+            webhook_exemptions: Counter::default(),
+            webhook_restorations: Counter::default(),
+            exempted_source: std::sync::Mutex::default(),
+            pending_sources: std::sync::Mutex::default(),
+            gated_source: std::sync::Mutex::default(),
+        };
+        // In the order `/metrics` lists them.
+        metrics.register_webhooks_and_gates();
+        metrics.register_clearing();
+        metrics.register_build();
+        metrics.zero_known_labels();
+        metrics
+    }
+}
+
+impl Metrics {
+    fn register_webhooks_and_gates(&mut self) {
+        self.registry.register(
             "webhooks_exempted",
             "Webhooks whose own namespace metainit exempts now (--webhooks)",
-            webhooks_exempted.clone(),
+            self.webhooks_exempted.clone(),
         );
-        registry.register(
+        self.registry.register(
             "webhook_exemptions",
             "Exemptions of a webhook's own namespace added (--webhooks)",
-            webhook_exemptions.clone(),
+            self.webhook_exemptions.clone(),
         );
-        registry.register(
+        self.registry.register(
             "webhook_restorations",
             "Exemptions removed again once the webhook's service was back (--webhooks)",
-            webhook_restorations.clone(),
+            self.webhook_restorations.clone(),
         );
-        registry.register(
+        self.registry.register(
             "gates_released",
             "Scheduling gates released by a --release-gate rule, by gate",
-            gates_released.clone(),
+            self.gates_released.clone(),
         );
-        registry.register(
+        self.registry.register(
             "gated_pods",
             "Unbound pods held by a watched gate now (--watch-gates, --release-gate)",
-            gated_pods.clone(),
+            self.gated_pods.clone(),
         );
-        registry.register(
+        self.registry.register(
             "gated_oldest_seconds",
             "Age of the oldest unbound pod held by a watched gate now; 0 if none",
-            gated_oldest.clone(),
+            self.gated_oldest.clone(),
         );
-        registry.register(
+    }
+
+    fn register_clearing(&mut self) {
+        self.registry.register(
             "objects_cleared",
             "Objects whose initializers or gates were cleared",
-            cleared.clone(),
+            self.cleared.clone(),
         );
-        registry.register(
+        self.registry.register(
             "clear_failures",
             "Failed attempts to clear an object, by reason",
-            clear_failures.clone(),
+            self.clear_failures.clone(),
         );
-        registry.register(
+        self.registry.register(
             "watch_restarts",
             "Watch or list failures that restarted the watch, by cause",
-            watch_restarts.clone(),
+            self.watch_restarts.clone(),
         );
-        registry.register(
+        self.registry.register(
             "objects_pending",
             "Labelled objects held back now, as last seen",
-            pending.clone(),
+            self.pending.clone(),
         );
-        registry.register(
+        self.registry.register(
             "clear_latency_seconds",
             "Time from an object first seen pending to its clearing patch accepted",
-            clear_latency.clone(),
+            self.clear_latency.clone(),
         );
-        registry.register(
+        self.registry.register(
             "event_failures",
             "Events that could not be written",
-            event_failures.clone(),
+            self.event_failures.clone(),
         );
-        registry.register(
+        self.registry.register(
             "events_dropped",
             "Events dropped because too many were waiting to be written",
-            events_dropped.clone(),
+            self.events_dropped.clone(),
         );
-        registry.register(
+    }
+
+    fn register_build(&mut self) {
+        self.registry.register(
             "build",
             "Build information",
             Info::new(vec![
@@ -188,44 +224,26 @@ impl Default for Metrics {
                 ("revision", crate::GIT_COMMIT),
             ]),
         );
-        // Every known label value exists from the start, at 0: a dashboard shows 0, not
-        // "no data", and `rate()` sees the first increment.
+    }
+
+    /// Every known label value exists from the start, at 0: a dashboard shows 0, not
+    /// "no data", and `rate()` sees the first increment.
+    fn zero_known_labels(&self) {
         for reason in crate::failure::Class::ALL
             .iter()
             .filter_map(|c| c.policy().reason)
         {
-            drop(clear_failures.get_or_create(&ReasonLabels {
+            drop(self.clear_failures.get_or_create(&ReasonLabels {
                 reason: reason.into(),
             }));
         }
         for cause in WatchCause::ALL {
-            drop(watch_restarts.get_or_create(&CauseLabels {
+            drop(self.watch_restarts.get_or_create(&CauseLabels {
                 cause: cause.label().into(),
             }));
         }
-        Metrics {
-            registry,
-            cleared,
-            clear_failures,
-            watch_restarts,
-            pending,
-            clear_latency,
-            event_failures,
-            events_dropped,
-            gates_released,
-            gated_pods,
-            gated_oldest,
-            webhooks_exempted,
-            webhook_exemptions,
-            webhook_restorations,
-            exempted_source: std::sync::Mutex::default(),
-            pending_sources: std::sync::Mutex::default(),
-            gated_source: std::sync::Mutex::default(),
-        }
     }
-}
 
-impl Metrics {
     pub fn cleared(&self, mode: &str, resource: &str) {
         self.cleared
             .get_or_create(&ClearedLabels {

@@ -50,9 +50,10 @@ pub struct HeldSpec {
     pub node_name: Option<String>,
 }
 
-/// An object as parsed: only the metadata fields metainit reads, named one by one. (The
-/// whole `ObjectMeta` flattened beside `initializers` made serde buffer all of the
-/// metadata, managed fields included, before reading it: a seventh of the CPU of a burst.)
+/// An object as parsed: only the metadata fields metainit reads, named one by one: the
+/// whole `ObjectMeta` flattened beside `initializers` would make serde buffer all of the
+/// metadata, managed fields included, before reading it (BENCHMARKS.md, "The engine
+/// rebuild: before and after").
 #[derive(Deserialize)]
 struct Wire {
     #[serde(default)]

@@ -5,11 +5,10 @@
 //! comes back after a delay. Keys are handed to a worker as soon as one is free, with no
 //! timer in the way.
 //!
-//! This replaces kube-runtime's `Controller` (its store, scheduler and runner), which
-//! passes every key through a `DelayQueue` even when it is due at once: that costs a timer
-//! tick of 1 to 2 ms per object and a timer registration per key, which the benchmarks
-//! measured as +1.2 to 2.1 ms of clear latency and +30 µs of CPU per object in a burst
-//! (BENCHMARKS.md). kube-runtime's watcher and reflector store are still what feed it.
+//! In place of kube-runtime's `Controller` (its store, scheduler and runner), which passes
+//! every key through a `DelayQueue` even when it is due at once: a timer tick per object
+//! and a timer registration per key, in clear latency and CPU (BENCHMARKS.md, "The engine
+//! rebuild: before and after"). kube-runtime's watcher and reflector store feed it.
 
 use ahash::RandomState;
 use std::{

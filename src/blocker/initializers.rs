@@ -63,6 +63,15 @@ mod tests {
     #[test]
     fn table() {
         let two = json!({"pending": [{"name": "a.example.com"}, {"name": "b.example.com"}]});
+        // Both pending removed, with the whole field.
+        let removes_both = || Decision::Clear {
+            names: only(&["a.example.com", "b.example.com"]),
+            patch: json!([
+                {"op": "test", "path": "/metadata/initializers", "value": two},
+                {"op": "remove", "path": "/metadata/initializers"}
+            ])
+            .into(),
+        };
         let cases: Vec<(&str, Option<Value>, Vec<String>, Decision)> = vec![
             ("absent", None, vec![], Decision::Leave(Leave::NotPending)),
             (
@@ -89,14 +98,7 @@ mod tests {
                 "all pending removed with the whole field",
                 Some(two.clone()),
                 vec![],
-                Decision::Clear {
-                    names: only(&["a.example.com", "b.example.com"]),
-                    patch: json!([
-                        {"op": "test", "path": "/metadata/initializers", "value": two},
-                        {"op": "remove", "path": "/metadata/initializers"}
-                    ])
-                    .into(),
-                },
+                removes_both(),
             ),
             (
                 "--only keeps the others",
@@ -115,14 +117,7 @@ mod tests {
                 "--only naming every pending one removes the field",
                 Some(two.clone()),
                 only(&["a.example.com", "b.example.com", "c.example.com"]),
-                Decision::Clear {
-                    names: only(&["a.example.com", "b.example.com"]),
-                    patch: json!([
-                        {"op": "test", "path": "/metadata/initializers", "value": two},
-                        {"op": "remove", "path": "/metadata/initializers"}
-                    ])
-                    .into(),
-                },
+                removes_both(),
             ),
             (
                 "--only naming none of them",

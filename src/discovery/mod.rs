@@ -9,6 +9,7 @@ pub use resource::{ResourceSpec, parse_resource};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
 use kube::{Api, Client, api::ApiResource};
 use tracing::warn;
 
@@ -303,30 +304,7 @@ pub async fn resolve(
     spec: &ResourceSpec,
     deadline: Option<Duration>,
 ) -> Result<Target> {
-    let group_version = if spec.group.is_empty() {
-        spec.version.clone().unwrap_or_else(|| "v1".into())
-    } else if let Some(v) = &spec.version {
-        format!("{}/{v}", spec.group)
-    } else {
-        let groups = with_retries("discovery", url, deadline, || client.list_api_groups()).await?;
-        let group = groups
-            .groups
-            .into_iter()
-            .find(|g| g.name == spec.group)
-            .ok_or_else(|| {
-                Error::Config(format!(
-                    "the server doesn't have a resource type \"{spec}\" (no API group \"{}\")",
-                    spec.group
-                ))
-            })?;
-        group
-            .preferred_version
-            .or_else(|| group.versions.into_iter().next())
-            .map(|v| v.group_version)
-            .ok_or_else(|| {
-                Error::Server(format!("API group \"{}\" lists no version", spec.group))
-            })?
-    };
+    let group_version = group_version(client, url, spec, deadline).await?;
     let list = if spec.group.is_empty() {
         with_retries("discovery", url, deadline, || {
             client.list_core_api_resources(&group_version)
@@ -344,7 +322,60 @@ pub async fn resolve(
         )),
         other => other,
     })?;
-    let found = list.resources.into_iter().find(|r| {
+    let r = find(list.resources, spec)?;
+    let (group, version) = match group_version.split_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (String::new(), group_version.clone()),
+    };
+    Ok(Target {
+        resource: Kind::from(ApiResource {
+            group,
+            version,
+            api_version: group_version.clone(),
+            kind: r.kind,
+            plural: r.name,
+        }),
+        namespaced: r.namespaced,
+        name: spec.to_string(),
+    })
+}
+
+/// The API version the resource is looked up in: the one named, else `v1` for the core
+/// group, else the group's preferred version.
+async fn group_version(
+    client: &Client,
+    url: &str,
+    spec: &ResourceSpec,
+    deadline: Option<Duration>,
+) -> Result<String> {
+    if spec.group.is_empty() {
+        return Ok(spec.version.clone().unwrap_or_else(|| "v1".into()));
+    }
+    if let Some(v) = &spec.version {
+        return Ok(format!("{}/{v}", spec.group));
+    }
+    let groups = with_retries("discovery", url, deadline, || client.list_api_groups()).await?;
+    let group = groups
+        .groups
+        .into_iter()
+        .find(|g| g.name == spec.group)
+        .ok_or_else(|| {
+            Error::Config(format!(
+                "the server doesn't have a resource type \"{spec}\" (no API group \"{}\")",
+                spec.group
+            ))
+        })?;
+    group
+        .preferred_version
+        .or_else(|| group.versions.into_iter().next())
+        .map(|v| v.group_version)
+        .ok_or_else(|| Error::Server(format!("API group \"{}\" lists no version", spec.group)))
+}
+
+/// The resource `spec` names among those of one API version (its plural, singular or a
+/// short name; never a subresource), if it can be listed, watched and patched.
+fn find(resources: Vec<APIResource>, spec: &ResourceSpec) -> Result<APIResource> {
+    let found = resources.into_iter().find(|r| {
         !r.name.contains('/')
             && (r.name == spec.plural
                 || r.singular_name == spec.plural
@@ -364,21 +395,7 @@ pub async fn resolve(
             )));
         }
     }
-    let (group, version) = match group_version.split_once('/') {
-        Some((g, v)) => (g.to_string(), v.to_string()),
-        None => (String::new(), group_version.clone()),
-    };
-    Ok(Target {
-        resource: Kind::from(ApiResource {
-            group,
-            version,
-            api_version: group_version.clone(),
-            kind: r.kind,
-            plural: r.name,
-        }),
-        namespaced: r.namespaced,
-        name: spec.to_string(),
-    })
+    Ok(r)
 }
 
 #[cfg(test)]

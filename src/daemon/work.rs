@@ -1,55 +1,43 @@
-//! The daemon: per watched resource, kube-runtime's watcher feeds the reflector's store
-//! (newest state by name, so an object re-created under the same name is the one worked
-//! on) and a work queue (`queue.rs`: one worker per object at a time, worked on again when
-//! a new state arrives meanwhile, at most `--concurrency` at once). A unit of work is one
-//! attempt at one object; a failure brings the object back with a per-object backoff
-//! (100 ms doubling to 30 s, never before the server's Retry-After), so no failure is
-//! ever final while the server can be reached.
+//! One unit of the daemon's work: an attempt at the newest state of one object. A failure
+//! brings the object back with a per-object backoff (100 ms doubling to 30 s, never before
+//! the server's Retry-After), so no failure is ever final while the server can be reached.
 
 use std::{
     collections::HashMap,
-    process::ExitCode,
     sync::{Arc, Mutex},
     time::Duration,
 };
 
-use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::{
-    Error, Result,
-    admin::{self, Health},
     blocker::Decision,
     clear::{Clearer, Done},
-    cli::RunArgs,
     failure::{self, Failure},
-    metrics::Metrics,
     object::Held,
     queue::Queue,
-    release::{self, Pace, Releaser, Rules, Said, Verdict},
-    setup,
-    shutdown::Shutdown,
-    watch::{Selector, Watch},
+    release::{self, Releaser, Verdict},
 };
-use k8s_openapi::jiff::Timestamp;
 
 /// What the work on one object needs: the clearer, the store, the objects seen pending,
 /// and the queue to come back to after a failure.
-struct Ctx {
-    clearer: Clearer,
-    store: Store<Held>,
-    tracks: Tracks,
-    queue: Arc<Queue<ObjectRef<Held>>>,
+pub struct Ctx {
+    pub clearer: Clearer,
+    pub store: Store<Held>,
+    pub tracks: Tracks,
+    pub queue: Arc<Queue<ObjectRef<Held>>>,
     /// The release rules, when given: then the store holds every unbound pod, and the
     /// unlabelled ones are theirs.
-    release: Option<Releaser>,
+    pub release: Option<Releaser>,
 }
 
 /// The objects seen pending and not cleared yet, by `namespace/name`: since when (for
 /// the latency metric) and how many attempts failed in a row (for the backoff).
 #[derive(Default)]
-struct Tracks(Mutex<HashMap<String, Track, ahash::RandomState>>);
+pub struct Tracks(Mutex<HashMap<String, Track, ahash::RandomState>>);
 
 struct Track {
     uid: Option<String>,
@@ -117,7 +105,7 @@ fn retry_delay(tracks: &Tracks, key: &str, uid: Option<&str>, f: &Failure) -> (u
 }
 
 /// One attempt at the newest state of the object; after a failure, it comes back later.
-async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
+pub async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
     // Gone since it was queued (deleted, or bound and out of the store): nothing is kept.
     let Some(obj) = ctx.store.get(&key) else {
         let key = ref_key(&key);
@@ -227,174 +215,6 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
     // Released: a later failure of this pod is the first of a new run.
     ctx.tracks.done(&key);
     Ok(None)
-}
-
-/// Runs until SIGTERM; then lets in-flight patches and Events finish.
-pub async fn run(args: RunArgs) -> Result<ExitCode> {
-    let shutdown = Shutdown::on_signals();
-    let health = Arc::new(Health::new());
-    let metrics = Arc::new(Metrics::default());
-    let conn = setup::connect(
-        &args.common.kubeconfig(),
-        args.common.request_timeout,
-        Some(health.clone()),
-    )
-    .await?;
-    let listener = admin::bind(args.admin_addr).await?;
-    let addr = listener.local_addr().map_err(|source| Error::Admin {
-        addr: args.admin_addr,
-        source,
-    })?;
-    info!(%addr, "admin server listening");
-    tokio::spawn(admin::serve(listener, health.clone(), metrics.clone()));
-    info!(version = env!("CARGO_PKG_VERSION"), url = %conn.url, label_key = %args.label_key()?, "starting");
-    let settings = args.setup_settings()?;
-    let (_, clearers, events) = tokio::select! {
-        setup = setup::clearers(&settings, &conn, &metrics, None) => setup?,
-        _ = shutdown.requested() => return Ok(ExitCode::SUCCESS),
-    };
-    {
-        let (health, shutdown) = (health.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            shutdown.requested().await;
-            health.shutting_down();
-        });
-    }
-    let mut queues = Vec::new();
-    let mut engines = Vec::new();
-    if args.webhooks {
-        let stop = shutdown.clone();
-        engines.push(tokio::spawn(crate::webhooks::run(
-            conn.client.clone(),
-            args.webhook_settings()?,
-            health.clone(),
-            metrics.clone(),
-            events.clone(),
-            async move { stop.requested().await },
-        )));
-    }
-    for clearer in clearers {
-        let api = clearer
-            .target
-            .api(&clearer.client, args.common.namespace.as_deref());
-        let dyntype = clearer.target.resource.clone();
-        let writer: Writer<Held> = Writer::new(dyntype.clone());
-        let store = writer.as_reader();
-        let (mode, only, label_key) = (
-            clearer.mode,
-            clearer.only.clone(),
-            clearer.label_key.clone(),
-        );
-        let rules = Rules {
-            rules: args.rules.release_gate.clone(),
-            exclude: args.rules.exclude_namespace.clone(),
-        };
-        // Gates to watch or release: then the store holds every unbound pod.
-        let gated = args.gate_flag().is_some();
-        let pending = store.clone();
-        let key = label_key.clone();
-        metrics.pending_from(Box::new(move || {
-            pending
-                .state()
-                .iter()
-                .filter(|o| {
-                    o.has_label(&key)
-                        && matches!(mode.decide(o, &only, &key), Decision::Clear { .. })
-                })
-                .count()
-        }));
-        if gated {
-            let mut watched: Vec<String> = rules.rules.iter().map(|r| r.gate.clone()).collect();
-            for g in &args.watch_gates {
-                if !watched.contains(g) {
-                    watched.push(g.clone());
-                }
-            }
-            let released: Vec<String> = rules.rules.iter().map(|r| r.gate.clone()).collect();
-            let pods = store.clone();
-            metrics.gated_from(watched, &released, Box::new(move || pods.state()));
-            let rate = args.release_rate.unwrap_or_default();
-            info!(release_gates = %rules.rules.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-                  release_rate = %rate, exclude_namespaces = %rules.exclude.join(","),
-                  watch_gates = %args.watch_gates.join(","), "watching every unbound pod for its gates");
-        }
-        let wanted_rules = rules.clone();
-        let watch = Watch {
-            api,
-            label_key: clearer.label_key.clone(),
-            selector: if gated {
-                Selector::Unbound
-            } else {
-                Selector::Labelled
-            },
-            resource: clearer.target.name.clone(),
-            resync: args.resync_period,
-            health: health.clone(),
-            metrics: metrics.clone(),
-            // Objects that hold nothing back (most often the state after metainit's own
-            // patch) are stored, not queued; the ones left alone on purpose are, to be
-            // logged. Unlabelled pods are queued only when a rule names one of their gates.
-            wanted: Box::new(move |o| {
-                if !gated || o.has_label(&label_key) {
-                    mode.needs_reconcile(o)
-                } else {
-                    wanted_rules.applies(o)
-                }
-            }),
-        };
-        let release = (!rules.is_empty()).then(|| Releaser {
-            rules,
-            pace: Pace::new(args.release_rate.unwrap_or_default()),
-            said: Said::default(),
-        });
-        let queue = Queue::new(usize::from(args.concurrency));
-        let ctx = Arc::new(Ctx {
-            clearer,
-            store,
-            tracks: Tracks::default(),
-            queue: queue.clone(),
-            release,
-        });
-        let stop = shutdown.clone();
-        let engine = queue.clone().run(
-            watch.stream(writer, dyntype),
-            usize::from(args.concurrency),
-            move |key| work(key, ctx.clone()),
-            async move { stop.requested().await },
-        );
-        queues.push(queue);
-        // A task of its own, on the runtime's workers: polled from `main`'s `block_on`,
-        // every watch event would wake the main thread first (a futex wake and a context
-        // switch per event, measured under strace).
-        engines.push(tokio::spawn(engine));
-    }
-    let all = futures::future::join_all(engines);
-    tokio::pin!(all);
-    tokio::select! {
-        _ = &mut all => {}
-        _ = shutdown.requested() => {}
-    }
-    let stopping = tokio::time::Instant::now();
-    let (in_flight, queued) = queues
-        .iter()
-        .map(|q| q.counts())
-        .fold((0, 0), |a, c| (a.0 + c.0, a.1 + c.1));
-    let events_queued = events.queued();
-    info!(
-        in_flight,
-        queued,
-        events_queued,
-        "waiting for in-flight patches: {in_flight} in flight, {queued} queued (left for the next start), {events_queued} Events to write"
-    );
-    let finished = tokio::time::timeout(args.shutdown_timeout, &mut all)
-        .await
-        .is_ok();
-    let left = args.shutdown_timeout.saturating_sub(stopping.elapsed());
-    if !finished || !events.drained(left).await {
-        warn!(timeout = ?args.shutdown_timeout, "in-flight patches or Events did not finish in time");
-    }
-    info!("stopped");
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -1,0 +1,73 @@
+//! The direct request path: the per-object requests skip the tower `Buffer` that kube's
+//! `Client` puts in front of every request, and its reading of each answer into a `String`
+//! that nothing reads: fewer instructions per cleared object (BENCHMARKS.md, "CPU per
+//! object: user and system time, and the kernel's floor", change 1).
+
+use std::time::Duration;
+
+use http::Request;
+use kube::client::Body;
+
+use super::{RequestTimeout, Stack};
+
+/// The way of the requests made for each object (the clearing PATCH, the Event): the
+/// client's own stack and `Guard`, called directly, over the same connections; watches,
+/// lists and the rest keep using the `Client`.
+#[derive(Clone)]
+pub struct Direct {
+    stack: Stack,
+    /// `--request-timeout`, over the whole exchange: the `Guard` bounds the wait for the
+    /// headers only, and a body that stalls after them would hold a worker for ever.
+    timeout: Duration,
+}
+
+impl Direct {
+    pub(super) fn new(stack: Stack, timeout: Duration) -> Direct {
+        Direct { stack, timeout }
+    }
+
+    /// Sends a request and reads its answer whole, keeping nothing of it: as
+    /// `Client::request_text` does, with the same errors (`Api` with the server's `Status`
+    /// for a 4xx or 5xx, or one rebuilt from a body that is not one; `Service` for a
+    /// request that got no answer, or no whole answer, within `--request-timeout`).
+    pub async fn send(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
+        if self.timeout.is_zero() {
+            return self.exchange(request).await;
+        }
+        match tokio::time::timeout(self.timeout, self.exchange(request)).await {
+            Ok(done) => done,
+            Err(_) => Err(kube::Error::Service(Box::new(RequestTimeout(self.timeout)))),
+        }
+    }
+
+    async fn exchange(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+        let res = self
+            .stack
+            .clone()
+            .oneshot(request.map(Body::from))
+            .await
+            // As `Client::send` maps them (hyper's pooled client wraps hyper's own errors).
+            .map_err(|e| match e.downcast::<kube::Error>() {
+                Ok(e) => *e,
+                Err(e) => kube::Error::Service(e),
+            })?;
+        let code = res.status();
+        let body = res
+            .into_body()
+            .collect()
+            .await
+            .map_err(kube::Error::Service)?
+            .to_bytes();
+        if code.is_client_error() || code.is_server_error() {
+            return Err(api_error(code, &body));
+        }
+        Ok(())
+    }
+}
+
+/// A 4xx or 5xx answer as kube's `handle_api_errors` makes it.
+fn api_error(code: http::StatusCode, body: &[u8]) -> kube::Error {
+    kube::Error::Api(super::retry_after::status_of(code, body).boxed())
+}

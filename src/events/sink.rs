@@ -1,0 +1,205 @@
+//! Sends the Events in the background, a bounded number waiting, through the direct
+//! request path.
+
+use std::{
+    collections::VecDeque,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use backon::{ExponentialBuilder, Retryable};
+use tokio::sync::Notify;
+use tracing::{debug, warn};
+
+use super::Event;
+use crate::{
+    client::Direct,
+    failure::{Class, Failure, retry_after},
+    metrics::Metrics,
+};
+
+/// An Event ready to be written: its namespace and its body.
+struct Prepared {
+    namespace: String,
+    body: Vec<u8>,
+    /// The object's `namespace/name`, for the log.
+    key: String,
+}
+
+impl Prepared {
+    fn new(event: &Event<'_>, key: String) -> Prepared {
+        Prepared {
+            namespace: event.namespace().to_string(),
+            body: event.to_json().into_bytes(),
+            key,
+        }
+    }
+
+    /// `POST /api/v1/namespaces/NS/events`, as `Api::<Event>::create` sends it (the same
+    /// path, content type and verb for kube's tracing layer), its URL written directly.
+    fn request(&self) -> Result<http::Request<Vec<u8>>, kube::Error> {
+        let mut url = String::with_capacity(32 + self.namespace.len());
+        url.push_str("/api/v1/namespaces/");
+        url.push_str(&self.namespace);
+        url.push_str("/events");
+        http::Request::post(url)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .extension("create")
+            .body(self.body.clone())
+            .map_err(kube::Error::HttpError)
+    }
+}
+
+/// Writes the Event. The caller logs and counts a failure; it never fails a clearing.
+/// The server's copy of the Event in the answer is not decoded: nothing reads it.
+async fn publish(direct: &Direct, event: &Prepared) -> Result<(), kube::Error> {
+    direct.send(event.request()?).await
+}
+
+/// At most this many Events wait to be written; more are dropped, and counted.
+pub const QUEUE_LIMIT: usize = 1024;
+
+/// Writes Events in the background, a few at a time (a few workers) so that in a burst
+/// they trail the clearing instead of competing with it for the server; retries a
+/// transient failure a few times with backoff; bounds what waits, each Event as its
+/// serialized body; and lets the process wait for the ones still queued before it exits.
+pub struct Sink {
+    direct: Direct,
+    metrics: Arc<Metrics>,
+    waiting: Mutex<VecDeque<Prepared>>,
+    /// Wakes an idle worker.
+    ready: Notify,
+    /// Events queued or being written.
+    queued: AtomicUsize,
+    idle: Notify,
+}
+
+impl Sink {
+    /// Starts `concurrency` workers (at least one) on the current runtime.
+    pub fn new(direct: Direct, metrics: Arc<Metrics>, concurrency: usize) -> Arc<Sink> {
+        let sink = Arc::new(Sink {
+            direct,
+            metrics,
+            waiting: Mutex::new(VecDeque::new()),
+            ready: Notify::new(),
+            queued: AtomicUsize::new(0),
+            idle: Notify::new(),
+        });
+        for _ in 0..concurrency.max(1) {
+            tokio::spawn(Arc::clone(&sink).work());
+        }
+        sink
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, VecDeque<Prepared>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues an Event about `key`; a failure is logged and counted, an Event that
+    /// finds the queue full is dropped and counted.
+    pub fn send(&self, event: Event<'_>, key: String) {
+        if self.queued.fetch_add(1, Ordering::SeqCst) >= QUEUE_LIMIT {
+            self.done();
+            self.metrics.events_dropped.inc();
+            debug!(object = %key, "Event queue full; Event dropped");
+            return;
+        }
+        self.waiting().push_back(Prepared::new(&event, key));
+        self.ready.notify_one();
+    }
+
+    /// One worker: writes the next waiting Event, for ever.
+    async fn work(self: Arc<Self>) {
+        loop {
+            let ready = self.ready.notified();
+            tokio::pin!(ready);
+            ready.as_mut().enable();
+            let Some(event) = self.waiting().pop_front() else {
+                ready.await;
+                continue;
+            };
+            let retry = ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(200))
+                .with_max_delay(Duration::from_secs(5))
+                .with_max_times(3)
+                .with_jitter();
+            let result = (|| async { publish(&self.direct, &event).await.map_err(Failure::from) })
+                .retry(retry)
+                .when(|f: &Failure| {
+                    matches!(
+                        f.class,
+                        Class::ServerError | Class::Throttled | Class::Timeout | Class::Unreachable
+                    )
+                })
+                .adjust(|f: &Failure, wait| Some(wait?.max(retry_after(&f.error))))
+                .await;
+            if let Err(f) = result {
+                self.metrics.event_failures.inc();
+                warn!(object = %event.key, error = %f, "cannot write the Event");
+            }
+            self.done();
+        }
+    }
+
+    fn done(&self) {
+        if self.queued.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// How many Events wait to be written.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::SeqCst)
+    }
+
+    /// Waits until every queued Event is written (or failed), at most `limit`.
+    pub async fn drained(&self, limit: Duration) -> bool {
+        tokio::time::timeout(limit, async {
+            loop {
+                let idle = self.idle.notified();
+                tokio::pin!(idle);
+                idle.as_mut().enable();
+                if self.queued.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                idle.await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1 as core;
+
+    #[test]
+    fn the_request_is_what_api_create_sends() {
+        let prepared = Prepared {
+            namespace: "kube-system".into(),
+            body: b"{}".to_vec(),
+            key: "kube-system/p".into(),
+        };
+        let ours = prepared.request().unwrap();
+        let kubes = kube::core::Request::new(<core::Event as kube::Resource>::url_path(
+            &(),
+            Some("kube-system"),
+        ))
+        .create(&kube::api::PostParams::default(), b"{}".to_vec())
+        .unwrap();
+        assert_eq!(ours.method(), kubes.method());
+        assert_eq!(ours.uri().path(), kubes.uri().path());
+        assert_eq!(
+            ours.uri().query().unwrap_or(""),
+            kubes.uri().query().unwrap_or("")
+        );
+        assert_eq!(ours.headers(), kubes.headers());
+        assert_eq!(ours.body(), kubes.body());
+        assert_eq!(ours.extensions().get::<&str>(), Some(&"create"));
+    }
+}
