@@ -150,6 +150,14 @@ pub struct Failure {
     pub error: kube::Error,
 }
 
+impl Failure {
+    /// The wait before attempt `failures + 1` after this failure: the backoff, never before
+    /// the server's Retry-After.
+    pub fn delay(&self, failures: u32) -> Duration {
+        backoff(failures, retry_after(&self.error))
+    }
+}
+
 impl From<kube::Error> for Failure {
     fn from(error: kube::Error) -> Self {
         Failure {

@@ -7,10 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{
-    failure::{self, Failure},
-    shutdown::Shutdown,
-};
+use crate::{failure::Failure, shutdown::Shutdown};
 
 /// Runs `attempt` until it succeeds, fails for good, `deadline` passes or a stop is
 /// requested. `attempt` reads the newest state itself when it is tried again. `report`
@@ -33,7 +30,7 @@ pub async fn until_done<T>(
             report(&f, failures, None);
             return Err(f);
         }
-        let wait = failure::backoff(failures, failure::retry_after(&f.error)).min(left);
+        let wait = f.delay(failures).min(left);
         report(&f, failures, Some(wait));
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}

@@ -16,7 +16,7 @@ use tracing::info;
 use crate::{
     blocker::Decision,
     clear::{Clearer, Done},
-    failure::{self, Failure},
+    failure::Failure,
     object::Held,
     queue::Queue,
     release::{self, Releaser, Verdict},
@@ -98,10 +98,7 @@ impl Tracks {
 /// The delay before the next attempt at an object after a failure.
 fn retry_delay(tracks: &Tracks, key: &str, uid: Option<&str>, f: &Failure) -> (u32, Duration) {
     let failures = tracks.failed(key, uid);
-    (
-        failures,
-        failure::backoff(failures, failure::retry_after(&f.error)),
-    )
+    (failures, f.delay(failures))
 }
 
 /// One attempt at the newest state of the object; after a failure, it comes back later.

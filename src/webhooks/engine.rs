@@ -27,13 +27,7 @@ use super::{
     patch,
     record::{Record, records_of},
 };
-use crate::{
-    clear,
-    events::Sink,
-    failure::{self, Failure},
-    metrics::Metrics,
-    queue::Queue,
-};
+use crate::{clear, events::Sink, failure::Failure, metrics::Metrics, queue::Queue};
 
 /// What one look at a configuration did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +120,7 @@ impl Engine {
                     *n = n.saturating_add(1);
                     *n
                 };
-                let backoff = failure::backoff(failures, failure::retry_after(&f.error));
+                let backoff = f.delay(failures);
                 let wait = queue.add_after(key.clone(), backoff);
                 self.report(&key, &f, failures, Some(wait));
             }
