@@ -6,8 +6,6 @@ use std::time::Duration;
 
 use tracing::Level;
 
-use crate::client::RequestTimeout;
-
 /// The classes of API failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Class {
@@ -220,7 +218,7 @@ pub fn describe(e: &kube::Error) -> String {
             };
             format!("{} {reason}: {}", s.code, s.message)
         }
-        other => crate::client::chain(other),
+        other => chain(other),
     }
 }
 
@@ -240,6 +238,27 @@ fn fastrand_fraction() -> f64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(0);
     (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// No answer within `--request-timeout`.
+#[derive(Debug, thiserror::Error)]
+#[error("no answer within {0:?} (--request-timeout)")]
+pub struct RequestTimeout(pub Duration);
+
+/// An error and its sources, as one line: kube's own message often hides the cause
+/// ("client error (Connect)") in a source.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
 }
 
 #[cfg(test)]

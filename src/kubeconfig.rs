@@ -199,7 +199,7 @@ fn read(path: &Path, source: &str) -> Result<Kubeconfig> {
     Kubeconfig::read_from(path).map_err(|e| {
         Error::Config(format!(
             "the kubeconfig {shown} (from {source}) is not valid: {}",
-            crate::client::chain(&e)
+            crate::failure::chain(&e)
         ))
     })
 }

@@ -3,32 +3,41 @@
 //! mechanisms wait for can start.
 #![forbid(unsafe_code)]
 
-pub mod admin;
+// The modules by layer: each imports only from its own layer or the layers above it here
+// (and no two import each other, even roundabout: python3 ../shared/tools/shape.py).
+//
+// Pure rules: the object's slim view, the blockers, the failure table, the orphaned-gate
+// release rules, input checks, the text of times and of what the commands print.
 pub mod blocker;
-pub mod clear;
-pub mod cli;
-pub mod client;
-pub mod daemon;
-pub mod discovery;
-pub mod events;
 pub mod failure;
-pub mod kubeconfig;
-pub mod list;
-pub mod logging;
-pub mod metrics;
 pub mod object;
-pub mod once;
 pub mod output;
-pub mod queue;
 pub mod release;
-pub mod retry;
-pub mod setup;
-pub mod shutdown;
-pub mod status;
 pub mod text;
 pub mod validation;
+// Plumbing: the client and its kubeconfig, discovery, health, metrics, Events, logging.
+pub mod admin;
+pub mod client;
+pub mod discovery;
+pub mod events;
+pub mod kubeconfig;
+pub mod logging;
+pub mod metrics;
+pub mod shutdown;
+// The engine: the one watch, the queue, one attempt at an object, retries, the paged LIST.
+pub mod clear;
+pub mod list;
+pub mod queue;
+pub mod retry;
 pub mod watch;
+// Features: the webhook deadlock (orphaned gates are rules above and the daemon's work).
 pub mod webhooks;
+// Entry points: the command line, what they share, the daemon, `--once`, `status`, `main.rs`.
+pub mod cli;
+pub mod daemon;
+pub mod once;
+pub mod setup;
+pub mod status;
 
 /// The git commit this binary was built from (build.rs), or "unknown".
 pub const GIT_COMMIT: &str = env!("METAINIT_GIT_COMMIT");

@@ -323,8 +323,8 @@ impl Metrics {
             if pod.is_terminating() || !pod.has_gates() {
                 continue;
             }
-            let age = crate::release::age(&pod, now).map_or(0, |a| a.as_secs());
-            for gate in crate::release::gates(&pod) {
+            let age = pod.age(now).map_or(0, |a| a.as_secs());
+            for gate in crate::blocker::gates::names_of(&pod) {
                 if let Some((n, oldest)) = counts.get_mut(gate.as_str()) {
                     *n += 1;
                     *oldest = (*oldest).max(i64::try_from(age).unwrap_or(i64::MAX));

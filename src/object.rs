@@ -219,6 +219,15 @@ impl Held {
         }
     }
 
+    /// How old the object is at `now`, by its `creationTimestamp`.
+    pub fn age(&self, now: k8s_openapi::jiff::Timestamp) -> Option<std::time::Duration> {
+        let created = self.metadata.meta.creation_timestamp.as_ref()?.0;
+        let secs = now.as_second().saturating_sub(created.as_second());
+        Some(std::time::Duration::from_secs(
+            u64::try_from(secs).unwrap_or(0),
+        ))
+    }
+
     pub fn uid(&self) -> Option<&str> {
         self.metadata.meta.uid.as_deref()
     }

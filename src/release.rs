@@ -133,7 +133,9 @@ impl Rules {
     pub fn applies(&self, pod: &Held) -> bool {
         !self.is_empty()
             && in_scope(pod, &self.exclude)
-            && gates(pod).iter().any(|g| self.rule(g).is_some())
+            && blocker::gates::names_of(pod)
+                .iter()
+                .any(|g| self.rule(g).is_some())
     }
 
     /// What the rules say of `pod` at `now`. A pod without a creation time is never
@@ -142,12 +144,12 @@ impl Rules {
         if self.is_empty() || !in_scope(pod, &self.exclude) {
             return Verdict::None;
         }
-        let Some(age) = age(pod, now) else {
+        let Some(age) = pod.age(now) else {
             return Verdict::None;
         };
         let mut due = Vec::new();
         let mut later: Option<Duration> = None;
-        for gate in gates(pod) {
+        for gate in blocker::gates::names_of(pod) {
             let Some(rule) = self.rule(&gate) else {
                 continue;
             };
@@ -181,18 +183,6 @@ fn in_scope(pod: &Held, exclude: &[String]) -> bool {
         && pod
             .namespace()
             .is_none_or(|ns| !exclude.iter().any(|e| e == ns))
-}
-
-/// The pod's gate names.
-pub fn gates(pod: &Held) -> Vec<String> {
-    blocker::names(pod.scheduling_gates().as_ref())
-}
-
-/// How old the pod is at `now`, by its `creationTimestamp`.
-pub fn age(pod: &Held, now: Timestamp) -> Option<Duration> {
-    let created = pod.metadata.meta.creation_timestamp.as_ref()?.0;
-    let secs = now.as_second().saturating_sub(created.as_second());
-    Some(Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
 }
 
 /// The patch that removes the due gates and keeps every other one: the uid and the gates

@@ -5,6 +5,11 @@
 use super::decision::{self, Decision, Leave};
 use crate::object::Held;
 
+/// The pod's gate names.
+pub fn names_of(pod: &Held) -> Vec<String> {
+    super::names(pod.scheduling_gates().as_ref())
+}
+
 pub fn decide(pod: &Held, only: &[String]) -> Decision {
     let spec = pod.spec.as_ref();
     let Some(seen) = pod.scheduling_gates() else {

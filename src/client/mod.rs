@@ -23,7 +23,8 @@ use kube::{
 };
 use tower::{BoxError, Layer, util::BoxCloneSyncService};
 
-use crate::{Error, Result};
+pub use crate::failure::RequestTimeout;
+use crate::{Error, Result, failure::chain};
 
 mod deadline;
 mod direct;
@@ -36,11 +37,6 @@ use guard::GuardLayer;
 pub use guard::include_uninitialized;
 
 pub const USER_AGENT_VALUE: &str = concat!("metainit/", env!("CARGO_PKG_VERSION"));
-
-/// No answer within `--request-timeout`.
-#[derive(Debug, thiserror::Error)]
-#[error("no answer within {0:?} (--request-timeout)")]
-pub struct RequestTimeout(pub Duration);
 
 /// Told about every LIST or WATCH the server answered with a success.
 pub trait Observer: Send + Sync + 'static {
@@ -197,22 +193,6 @@ pub fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
         cur = err.source();
     }
     false
-}
-
-/// An error and its sources, as one line: kube's own message often hides the cause
-/// ("client error (Connect)") in a source.
-pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cur = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -181,7 +181,7 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
         }
         Verdict::Later(wait) => {
             if dry_run && r.said.first(&key, obj.uid(), false) {
-                info!(object = %key, gates = %release::gates(obj).join(","), releases_in = %crate::text::age_of(wait),
+                info!(object = %key, gates = %crate::blocker::gates::names_of(obj).join(","), releases_in = %crate::text::age_of(wait),
                       "dry run: would release a gate when its pod is old enough");
             }
             return Ok(Some(wait));

@@ -16,7 +16,8 @@ use tracing::warn;
 use crate::{
     Error, Result,
     blocker::Mode,
-    client::{chain, is_tls_failure, is_transient},
+    client::{is_tls_failure, is_transient},
+    failure::chain,
     failure::describe,
     object::{Held, Kind},
 };

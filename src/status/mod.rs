@@ -236,8 +236,8 @@ pub fn releases(rules: &Rules, obj: &Held, now: Timestamp) -> Option<String> {
     if !rules.applies(obj) {
         return None;
     }
-    let age = crate::release::age(obj, now)?;
-    crate::release::gates(obj)
+    let age = obj.age(now)?;
+    crate::blocker::gates::names_of(obj)
         .iter()
         .filter_map(|g| rules.rules.iter().find(|r| &r.gate == g))
         .min_by_key(|r| r.after)
