@@ -63,6 +63,23 @@ pub fn kinds() -> [ApiResource; 2] {
     ConfigKind::ALL.map(ConfigKind::resource)
 }
 
+/// The labelled configurations of one kind, by one LIST retried as start-up requests are
+/// (for `--once` and `status`; the daemon watches them).
+pub async fn list_labelled(
+    client: &kube::Client,
+    kind: ConfigKind,
+    label_key: &str,
+    url: &str,
+    deadline: Option<std::time::Duration>,
+) -> crate::Result<Vec<DynamicObject>> {
+    let ar = kind.resource();
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let params = kube::api::ListParams::default().labels(label_key);
+    let what = format!("LIST {}", ar.plural);
+    let list = crate::discovery::with_retries(&what, url, deadline, || api.list(&params)).await?;
+    Ok(list.items)
+}
+
 /// The keys of configurations to look at, as a watch yields them.
 pub(super) type Keys = std::pin::Pin<Box<dyn Stream<Item = String> + Send>>;
 

@@ -26,19 +26,25 @@ pub fn selector(service: &Service) -> String {
     format!("{SERVICE_NAME_LABEL}={}", service.name)
 }
 
-/// How many endpoints of `service` are ready, read now (one LIST of its EndpointSlices,
-/// retried as start-up requests are): for `--once` and `status`.
+/// The EndpointSlices of `service`, read now by one LIST.
+pub async fn slices(client: &Client, service: &Service) -> Result<Vec<EndpointSlice>, kube::Error> {
+    let api: Api<EndpointSlice> = Api::namespaced(client.clone(), &service.namespace);
+    let params = kube::api::ListParams::default().labels(&selector(service));
+    Ok(api.list(&params).await?.items)
+}
+
+/// How many endpoints of `service` are ready, read now (the LIST retried as start-up
+/// requests are): for `--once` and `status`.
 pub async fn ready_now(
     client: &Client,
     service: &Service,
     url: &str,
     deadline: Option<Duration>,
 ) -> crate::Result<usize> {
-    let api: Api<EndpointSlice> = Api::namespaced(client.clone(), &service.namespace);
-    let params = kube::api::ListParams::default().labels(&selector(service));
     let what = format!("LIST endpointslices of {service}");
-    let slices = crate::discovery::with_retries(&what, url, deadline, || api.list(&params)).await?;
-    Ok(ready_count(&slices.items))
+    let slices =
+        crate::discovery::with_retries(&what, url, deadline, || slices(client, service)).await?;
+    Ok(ready_count(&slices))
 }
 
 /// The EndpointSlices' verdict: is any endpoint ready?

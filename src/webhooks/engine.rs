@@ -10,7 +10,7 @@ use std::{
 
 use k8s_openapi::jiff::Timestamp;
 use kube::{
-    Api, Client, Resource, ResourceExt,
+    Client, Resource, ResourceExt,
     api::{ApiResource, DynamicObject},
     runtime::reflector::{ObjectRef, Store},
 };
@@ -308,11 +308,10 @@ impl Engine {
 
     /// Whether `service` has a ready endpoint, read now from the server.
     async fn ready_now(&self, service: &Service) -> Result<bool, Failure> {
-        let api: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
-            Api::namespaced(self.client.clone(), &service.namespace);
-        let params = kube::api::ListParams::default().labels(&endpoints::selector(service));
-        let slices = api.list(&params).await.map_err(Failure::from)?;
-        Ok(endpoints::any_ready(&slices.items))
+        let slices = endpoints::slices(&self.client, service)
+            .await
+            .map_err(Failure::from)?;
+        Ok(endpoints::any_ready(&slices))
     }
 
     /// Sends the one patch that makes `steps`, and says what each did.

@@ -10,7 +10,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use kube::{
     Api, Client, ResourceExt,
-    api::{ApiResource, DynamicObject, ListParams},
+    api::{ApiResource, DynamicObject},
     runtime::{
         reflector::{Store, store::Writer},
         watcher,
@@ -19,10 +19,8 @@ use kube::{
 use tokio::time::Instant;
 use tracing::info;
 
-use super::{Engine, Look, Settings, Source, decide, key_of, kinds};
-use crate::{
-    Result, discovery, events::Sink, failure::Failure, metrics::Metrics, retry, shutdown::Shutdown,
-};
+use super::{ConfigKind, Engine, Look, Settings, Source, configs, decide, key_of};
+use crate::{Result, events::Sink, failure::Failure, metrics::Metrics, retry, shutdown::Shutdown};
 
 /// Tallies of one `--once` pass over the webhook configurations.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -131,14 +129,13 @@ async fn list(
     let mut stores = Vec::new();
     let mut writers = Vec::new();
     let mut keys = Vec::new();
-    for ar in kinds() {
+    for kind in ConfigKind::ALL {
+        let items = configs::list_labelled(client, kind, label_key, url, Some(timeout)).await?;
+        let ar = kind.resource();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let params = ListParams::default().labels(label_key);
-        let what = format!("LIST {}", ar.plural);
-        let list = discovery::with_retries(&what, url, Some(timeout), || api.list(&params)).await?;
         let mut writer: Writer<DynamicObject> = Writer::new(ar.clone());
         writer.apply_watcher_event(&watcher::Event::Init);
-        for obj in list.items {
+        for obj in items {
             keys.push(key_of(&ar, &obj.metadata.name.clone().unwrap_or_default()));
             writer.apply_watcher_event(&watcher::Event::InitApply(obj));
         }

@@ -5,19 +5,17 @@
 use std::{collections::HashMap, time::Duration};
 
 use k8s_openapi::jiff::Timestamp;
-use kube::{
-    Api, Client,
-    api::{DynamicObject, ListParams},
-};
+use kube::{Client, api::DynamicObject};
 use serde::Serialize;
 
 use super::{
     ConfigKind,
+    configs::list_labelled,
     endpoints::ready_now,
     hook::{self, Service},
     record::records_of,
 };
-use crate::{Result, discovery, text};
+use crate::{Result, text};
 
 /// One webhook that is down or exempted.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -125,12 +123,8 @@ pub async fn list(
 ) -> Result<Vec<WebhookRow>> {
     let mut configs = Vec::new();
     for kind in ConfigKind::ALL {
-        let ar = kind.resource();
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let params = ListParams::default().labels(label_key);
-        let what = format!("LIST {}", ar.plural);
-        let list = discovery::with_retries(&what, url, deadline, || api.list(&params)).await?;
-        configs.extend(list.items.into_iter().map(|o| (kind.label(), o)));
+        let items = list_labelled(client, kind, label_key, url, deadline).await?;
+        configs.extend(items.into_iter().map(|o| (kind.label(), o)));
     }
     let mut ready = HashMap::new();
     for s in hook::guarded_services(configs.iter().map(|(_, o)| &o.data)) {
