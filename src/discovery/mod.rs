@@ -17,8 +17,7 @@ use crate::{
     Error, Result,
     blocker::Mode,
     client::{is_tls_failure, is_transient},
-    failure::chain,
-    failure::describe,
+    failure::{chain, describe},
     object::{Held, Kind},
 };
 
