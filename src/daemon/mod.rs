@@ -77,7 +77,7 @@ async fn start(args: &RunArgs, shutdown: &Shutdown) -> Result<Option<(Started, V
         Some(health.clone()),
     )
     .await?;
-    let listener = admin::bind(args.admin_addr).await?;
+    let listener = admin::bind(args.admin_addr)?;
     let addr = listener.local_addr().map_err(|source| Error::Admin {
         addr: args.admin_addr,
         source,

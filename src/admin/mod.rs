@@ -12,9 +12,13 @@ use std::{
 };
 
 use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 
 use crate::{Error, Result, client::Observer, metrics::Metrics};
+
+mod listen;
+
+pub use listen::{HEAD_TIMEOUT, MAX_CONNECTIONS, MAX_SOCKETS};
 
 /// What `/readyz` reports. Only the watches count: a PATCH failing on one object (a
 /// broken webhook) is that object's problem, counted and retried, not the process's.
@@ -155,22 +159,28 @@ struct AdminState {
 }
 
 /// Binds the admin address now, so a bad or busy address stops the process at start.
-pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| Error::Admin { addr, source })
+pub fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    let failed = |source| Error::Admin { addr, source };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(failed)?;
+    // What TcpListener::bind sets too: a restarted process binds while old connections linger.
+    socket.set_reuseaddr(true).map_err(failed)?;
+    socket.bind(addr).map_err(failed)?;
+    socket.listen(listen::BACKLOG).map_err(failed)
 }
 
-/// Serves until the process ends.
+/// Serves until the process ends, with its connections bounded (`listen`).
 pub async fn serve(listener: TcpListener, health: Arc<Health>, metrics: Arc<Metrics>) {
     let app = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .with_state(AdminState { health, metrics });
-    if let Err(e) = axum::serve(listener, app).await {
-        tracing::error!(error = %e, "admin server stopped");
-    }
+    listen::run(listener, app).await;
 }
 
 async fn readyz(State(s): State<AdminState>) -> impl IntoResponse {
