@@ -6,7 +6,8 @@
 # own command line, with a throwaway kubeconfig in place of the node's, must pass the
 # binary's --check-config; the Deployment's pieces must agree with each other and with
 # the static pod's (same ClusterRole rules as rbac.yaml, same securityContext, probes on
-# the admin address, selectors that match its pods and no others, no kubeconfig), and
+# the admin address, selectors that match its pods and no others, a NetworkPolicy (if
+# kept) that admits only the admin port from labelled namespaces, no kubeconfig), and
 # its command line must parse and fall through to the in-cluster configuration.
 # A PrometheusRule (a CRD: kubernetes-validate has no schema for it) is checked with
 # promtool instead: its spec:, written out as a plain rule file, must pass `promtool check
@@ -481,6 +482,25 @@ selectors = {
 }
 for i, t in enumerate(spec.get("topologySpreadConstraints", [])):
     selectors[f"topologySpreadConstraints[{i}]"] = t.get("labelSelector", {}).get("matchLabels", {})
+
+# The NetworkPolicy, unless removed (networkpolicy.yaml says how): it selects the pods,
+# and admits only the admin port, only from the namespaces a selector names.
+policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+if len(policies) > 1:
+    problems.append(f"{len(policies)} NetworkPolicies, want at most one")
+for pol in policies:
+    pspec = pol["spec"]
+    selectors["NetworkPolicy podSelector"] = pspec.get("podSelector", {}).get("matchLabels", {})
+    if "Ingress" not in pspec.get("policyTypes", []):
+        problems.append("the NetworkPolicy does not restrict Ingress")
+    for i, rule in enumerate(pspec.get("ingress", [])):
+        peers = rule.get("from", [])
+        if not peers or any(not p.get("namespaceSelector", {}).get("matchLabels") for p in peers):
+            problems.append(f"NetworkPolicy ingress[{i}] admits more than labelled namespaces")
+        ports = [port_of(p.get("port")) for p in rule.get("ports", [])]
+        if ports != [port]:
+            problems.append(f"NetworkPolicy ingress[{i}] admits ports {ports}, want the admin "
+                            f"port {port} only")
 if not spec.get("topologySpreadConstraints"):
     problems.append("no topologySpreadConstraints: the replicas may share a node")
 for what, sel in selectors.items():
