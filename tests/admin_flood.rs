@@ -96,6 +96,15 @@ async fn a_flood_of_half_requests_bounds_memory_and_leaves_probes_and_clearing_a
         flooded <= calm * 3 + Duration::from_secs(1),
         "clearing took {flooded:?} under the flood, {calm:?} without"
     );
+    let said = m
+        .log()
+        .iter()
+        .filter(|l| l.contains("admin server at its connection limit"))
+        .count();
+    assert!(
+        (1..=3).contains(&said),
+        "the limit was logged {said} times: once per flood, not per connection"
+    );
     assert!(m.stop().await.success());
 }
 

@@ -27,7 +27,7 @@ use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore, oneshot},
 };
 use tower::ServiceExt;
-use tracing::{debug, info, warn};
+use tracing::{info, trace, warn};
 
 /// Open connections at most. About 17 KiB each while waiting for a request head (measured):
 /// 256 of them stay within the 8 MiB the admin server may add to the process under a flood
@@ -85,7 +85,7 @@ pub async fn run(listener: TcpListener, app: Router) {
                 tokio::spawn(serve(stream, app.clone(), http.clone(), conn));
             }
             // A connection that went away before it was accepted: nothing is short.
-            Err(e) if is_connection_error(&e) => debug!(error = %e, "admin connection lost"),
+            Err(e) if is_connection_error(&e) => trace!(error = %e, "admin connection lost"),
             Err(e) => {
                 if !failing {
                     warn!(error = %e, "admin server cannot accept a connection; retrying");
@@ -141,11 +141,11 @@ async fn serve(stream: TcpStream, app: Router, http: http1::Builder, mut conn: C
     tokio::select! {
         done = http.serve_connection(TokioIo::new(stream), service) => {
             if let Err(e) = done {
-                debug!(error = %e, "admin connection ended");
+                trace!(error = %e, "admin connection ended");
             }
         }
         // Dropping the connection closes it.
-        _ = closed => debug!("admin connection closed to make room"),
+        _ = closed => trace!("admin connection closed to make room"),
     }
 }
 
@@ -170,17 +170,20 @@ impl Open {
     /// are open; returns its stamp and what tells it to close.
     fn admit(&self) -> (Arc<AtomicU64>, oneshot::Receiver<()>) {
         let mut t = self.lock();
-        let full = t.by_age.len() >= MAX_CONNECTIONS;
-        if full && !t.full {
+        let open = t.by_age.len();
+        // Once per flood: it leaves the full state at half the limit, not at the first
+        // connection to end, or a churning flood would log a pair of lines per connection.
+        if open >= MAX_CONNECTIONS && !t.full {
             warn!(
                 max = MAX_CONNECTIONS,
                 "admin server at its connection limit; closing the connections idle longest"
             );
-        } else if !full && t.full {
-            info!("admin server below its connection limit again");
+            t.full = true;
+        } else if open < MAX_CONNECTIONS / 2 && t.full {
+            info!("admin server below half its connection limit again");
+            t.full = false;
         }
-        t.full = full;
-        if full {
+        if open >= MAX_CONNECTIONS {
             t.by_age.pop_first();
         }
         let (tx, rx) = oneshot::channel();
@@ -215,6 +218,47 @@ impl Open {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::{
+        io::{AsyncReadExt, AsyncWriteExt},
+        time::Instant,
+    };
+
+    /// How long the server takes to close `s`, reading whatever it sends meanwhile.
+    async fn closes(s: &mut TcpStream) -> Duration {
+        let start = Instant::now();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest).await;
+        start.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_head_has_its_deadline_from_the_opening_and_from_each_response() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        tokio::spawn(run(listener, app));
+
+        let mut half = TcpStream::connect(addr).await.unwrap();
+        half.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        let took = closes(&mut half).await;
+        assert!(took >= HEAD_TIMEOUT && took < HEAD_TIMEOUT * 2, "{took:?}");
+
+        let mut kept = TcpStream::connect(addr).await.unwrap();
+        kept.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        while !answer.ends_with(b"ok") {
+            let mut buf = [0; 256];
+            let n = kept.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed before answering");
+            answer.extend_from_slice(&buf[..n]);
+        }
+        let took = closes(&mut kept).await;
+        assert!(took >= HEAD_TIMEOUT && took < HEAD_TIMEOUT * 2, "{took:?}");
+    }
 
     #[test]
     fn the_connection_idle_longest_makes_room_and_a_request_renews_one() {
