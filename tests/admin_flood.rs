@@ -109,15 +109,17 @@ async fn a_flood_of_half_requests_bounds_memory_and_leaves_probes_and_clearing_a
 }
 
 /// The flood's size, within what this process may open (the soft limit raised to the hard
-/// one): the count must stay well above the admin server's bound to prove it.
+/// one, less `SPARE` for the double, the pipes and the probes): the count must stay well
+/// above the admin server's bound to prove it.
 fn flood_size() -> usize {
     use rustix::process::{Resource, getrlimit, setrlimit};
+    const SPARE: usize = 256;
     let want = std::env::var("METAINIT_FLOOD")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(FLOOD);
     let mut limit = getrlimit(Resource::Nofile);
-    let needed = want as u64 + 512;
+    let needed = (want + SPARE) as u64;
     if limit.current.is_some_and(|c| c < needed) {
         limit.current = match limit.maximum {
             Some(max) => Some(max.min(needed)),
@@ -127,11 +129,11 @@ fn flood_size() -> usize {
     }
     let allowed = getrlimit(Resource::Nofile)
         .current
-        .map_or(want, |c| (c as usize).saturating_sub(512));
+        .map_or(want, |c| (c as usize).saturating_sub(SPARE));
     let count = want.min(allowed);
     assert!(
-        count >= 4 * metainit::admin::MAX_CONNECTIONS,
-        "the fd limit allows a flood of only {count} connections"
+        count >= 2 * metainit::admin::MAX_SOCKETS,
+        "the fd limit (ulimit -Hn) allows a flood of only {count} connections"
     );
     count
 }
