@@ -182,8 +182,12 @@ pub struct Metainit {
 }
 
 impl Metainit {
+    /// Runs the binary cargo built for the test, or `METAINIT_BIN` if set: another build
+    /// (the release one, for the figures of RELIABILITY.md's admin flood).
     pub fn spawn(args: &[String]) -> Metainit {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_metainit"))
+        let bin = std::env::var_os("METAINIT_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_metainit").into());
+        let mut child = Command::new(bin)
             .args(args)
             .env(
                 "RUST_LOG",
