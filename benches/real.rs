@@ -69,7 +69,10 @@ impl Seen {
         tokio::spawn(async move {
             // kube-runtime's watcher: a run can outlast one watch (the server ends each
             // after its timeout), and the count must not stop with it.
+            // With the watcher's backoff: errors come as items, and without it a control
+            // plane that went away (the run's end) is asked again in a loop that never yields.
             let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
                 .applied_objects()
                 .boxed();
             while let Some(p) = stream.next().await {
@@ -110,6 +113,7 @@ fn tight_clearer(api: Api<Pod>, concurrency: usize) -> tokio::task::JoinHandle<(
                 .unwrap(),
         );
         watcher(api.clone(), watcher::Config::default())
+            .default_backoff()
             .applied_objects()
             .filter_map(|p| async move {
                 match p {
