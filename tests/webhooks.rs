@@ -1156,15 +1156,7 @@ async fn forbidden_until_rbac_webhooks_lands_then_exempted() {
             == json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gk"]}]})
     })
     .await;
-    let start = std::time::Instant::now();
-    loop {
-        let (code, body) = admin_get(&addr, "/readyz").await;
-        if code == 200 {
-            break;
-        }
-        assert!(start.elapsed() < WAIT, "/readyz stayed {code}: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_readyz(&addr, WAIT).await;
 }
 
 /// `metainit status --webhooks`: the webhooks that are down or exempted, and their state;
@@ -1394,15 +1386,7 @@ async fn readyz_stays_ready_while_a_new_services_watch_makes_its_first_list() {
     gatekeeper(&bed, true);
     let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s"]);
     let addr = metainit.admin_addr().await;
-    let start = std::time::Instant::now();
-    loop {
-        let (code, body) = admin_get(&addr, "/readyz").await;
-        if code == 200 {
-            break;
-        }
-        assert!(start.elapsed() < WAIT, "/readyz stayed {code}: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_readyz(&addr, WAIT).await;
     // Every answer from now on comes late: the new service's first list takes a while.
     bed.double.set_faults(kube_double::Faults {
         latency: Duration::from_millis(1500),

@@ -356,6 +356,19 @@ pub async fn run_into_closed_pipe(args: &[&str], limit: Duration) -> (i32, Strin
 }
 
 /// GET on the admin server: status code and body.
+/// Waits until metainit's `/readyz` answers 200, at most `wait`.
+pub async fn until_readyz(addr: &str, wait: std::time::Duration) {
+    let start = std::time::Instant::now();
+    loop {
+        let (code, body) = admin_get(addr, "/readyz").await;
+        if code == 200 {
+            return;
+        }
+        assert!(start.elapsed() < wait, "/readyz stayed {code}: {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 pub async fn admin_get(addr: &str, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr)
