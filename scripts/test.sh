@@ -28,6 +28,12 @@ cargo build --workspace
 step "scripts/check-manifests.sh $target_dir/debug/metainit"
 bash scripts/check-manifests.sh "$target_dir/debug/metainit"
 
+step "scripts/check-chart.sh $target_dir/debug/metainit (the Helm chart; helm from scripts/helm.sh)"
+# The same helm for tests/cluster_helm.rs, which installs the chart on the control plane.
+METAINIT_HELM=$(bash scripts/helm.sh path)
+export METAINIT_HELM
+bash scripts/check-chart.sh "$target_dir/debug/metainit"
+
 step "tests/clients/check.sh (kubectl and the Python kubernetes package against the double and the real server)"
 bash tests/clients/check.sh
 

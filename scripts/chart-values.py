@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""The README's table of the chart's values, made from charts/metainit/values.yaml (the
+defaults and each value's `# --` comment) and values.schema.json (the types), so that it
+is never written twice by hand.
+
+    python3 scripts/chart-values.py            # prints the table
+    python3 scripts/chart-values.py --write    # rewrites it in README.md, between the markers
+    python3 scripts/chart-values.py --check    # exits 1 if README.md's table is stale
+
+Each value with a `# --` comment right above it (more `#` lines continue it) is a row,
+which covers what it holds (resources:); a group without one (image:) is covered by its
+own values' rows. A value of the schema left uncovered fails, as does a comment on a key
+the schema does not know. Needs python3 with PyYAML.
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "charts" / "metainit"
+README = ROOT / "README.md"
+BEGIN = "<!-- chart-values: begin (scripts/chart-values.py --write makes this table) -->"
+END = "<!-- chart-values: end -->"
+# Helm's own key, set by a parent chart: allowed by the schema, not a setting of ours.
+SKIP = {"global"}
+
+
+def paths_of(schema, prefix=""):
+    """Every value the schema names, groups included, as dotted paths with their schema."""
+    for name, sub in schema.get("properties", {}).items():
+        if not prefix and name in SKIP:
+            continue
+        yield prefix + name, sub
+        if sub.get("type") == "object" and "properties" in sub:
+            yield from paths_of(sub, prefix + name + ".")
+
+
+def comments(text):
+    """Each key's `# --` comment, by dotted path. Keys inside lists and maps come out as
+    paths the schema does not name, and are ignored by the caller."""
+    found, stack, pending = {}, [], None
+    for line in text.splitlines():
+        if not line.strip():
+            pending = None
+            continue
+        m = re.match(r"^(\s*)# -- (.*)$", line)
+        if m:
+            pending = [m.group(2).strip()]
+            continue
+        m = re.match(r"^\s*#\s?(.*)$", line)
+        if m:
+            if pending is not None:
+                pending.append(m.group(1).strip())
+            continue
+        m = re.match(r"^( *)([A-Za-z0-9_.-]+):", line)
+        if not m:
+            pending = None
+            continue
+        indent = len(m.group(1))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, m.group(2)))
+        if pending is not None:
+            found[".".join(k for _, k in stack)] = " ".join(pending)
+        pending = None
+    return found
+
+
+def type_of(schema):
+    if "enum" in schema:
+        return "one of " + ", ".join(f"`{v}`" for v in schema["enum"])
+    t = schema.get("type", "any")
+    if isinstance(t, list):
+        t = " or ".join(t)
+    if t == "array":
+        return "list of " + type_of(schema.get("items", {}))
+    if t == "object":
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            return "map of " + type_of(extra)
+    return t
+
+
+def default_of(values, path):
+    node = values
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            raise KeyError(path)
+        node = node[key]
+    return "`" + json.dumps(node, separators=(",", ":")) + "`"
+
+
+def cell(text):
+    return text.replace("|", "\\|")
+
+
+def table():
+    text = (CHART / "values.yaml").read_text()
+    values = yaml.safe_load(text)
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    notes = comments(text)
+    problems, lines = [], ["| Value | Type | Default | What it does |", "| --- | --- | --- | --- |"]
+    known = dict(paths_of(schema))
+    for path, sub in known.items():
+        # A row for a value with a comment, which covers what it holds; a group without
+        # one (image:) is covered by its own values' rows.
+        if any(path.startswith(p + ".") for p in notes if p in known):
+            continue
+        if path not in notes:
+            if not (sub.get("type") == "object" and "properties" in sub):
+                problems.append(f"{path}: no `# --` comment above it in values.yaml")
+            continue
+        try:
+            default = default_of(values, path)
+        except KeyError:
+            problems.append(f"{path}: in values.schema.json but not in values.yaml")
+            continue
+        lines.append(f"| `{path}` | {cell(type_of(sub))} | {cell(default)} | {cell(notes[path])} |")
+    for path in notes:
+        if path not in known:
+            problems.append(f"{path}: a `# --` comment on a key the schema does not know")
+    if problems:
+        for p in problems:
+            print(f"chart-values: charts/metainit/{p}", file=sys.stderr)
+        sys.exit(1)
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode not in ("", "--write", "--check"):
+        sys.exit(__doc__)
+    made = table()
+    if not mode:
+        sys.stdout.write(made)
+        return
+    readme = README.read_text()
+    m = re.search(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), readme, re.S)
+    if not m:
+        sys.exit(f"chart-values: README.md has no block between {BEGIN} and {END}")
+    if mode == "--check":
+        if m.group(1) != made:
+            sys.exit("chart-values: README.md's table of the chart's values is stale: run "
+                     "python3 scripts/chart-values.py --write")
+        print("chart-values: README.md's table is up to date")
+        return
+    README.write_text(readme[: m.start(1)] + made + readme[m.end(1):])
+    print("chart-values: README.md's table written")
+
+
+if __name__ == "__main__":
+    main()
