@@ -252,8 +252,9 @@ for file in "$tmp"/argv-*; do
     out=$(env -i PATH="$PATH" HOME="$tmp/home" timeout 20 "${cmd[@]}" 2>&1)
     rc=$?
     set -e
-    ((rc == 0)) && grep -q "configuration OK" <<<"$out" \
-        || die "--check-config on the Deployment's command line (${file##*/argv-}) exited $rc: ${argv[*]}"$'\n'"$out"
+    if ((rc != 0)) || ! grep -q "configuration OK" <<<"$out"; then
+        die "--check-config on the Deployment's command line (${file##*/argv-}) exited $rc: ${argv[*]}"$'\n'"$out"
+    fi
     echo "ok    --check-config (${file##*/argv-}): ${argv[*]:1}"
 done
 
