@@ -160,14 +160,24 @@ impl Inner {
     }
 
     /// All objects of a resource (optionally one namespace), in key order, after `start`.
-    pub fn range(
-        &self,
+    pub fn range<'a>(
+        &'a self,
         resource: &str,
-        namespace: Option<&str>,
+        namespace: Option<&'a str>,
         start: Option<&(String, String)>,
-    ) -> Vec<(&Key, &Arc<Value>)> {
+    ) -> Vec<(&'a Key, &'a Arc<Value>)> {
+        self.range_iter(resource, namespace, start).collect()
+    }
+
+    /// `range`, read as it goes: a page of a LIST stops reading once it is full.
+    pub fn range_iter<'a>(
+        &'a self,
+        resource: &str,
+        namespace: Option<&'a str>,
+        start: Option<&(String, String)>,
+    ) -> Box<dyn Iterator<Item = (&'a Key, &'a Arc<Value>)> + 'a> {
         let Some(map) = self.objects.get(resource) else {
-            return Vec::new();
+            return Box::new(std::iter::empty());
         };
         let iter: Box<dyn Iterator<Item = (&Key, &Arc<Value>)>> = match start {
             Some(s) => Box::new(
@@ -175,8 +185,7 @@ impl Inner {
             ),
             None => Box::new(map.iter()),
         };
-        iter.filter(|(k, _)| namespace.is_none_or(|ns| k.0 == ns))
-            .collect()
+        Box::new(iter.filter(move |(k, _)| namespace.is_none_or(|ns| k.0 == ns)))
     }
 
     pub fn count(&self, resource: &str) -> usize {
