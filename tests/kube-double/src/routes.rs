@@ -649,16 +649,23 @@ async fn resource(
                 return Ok(r);
             }
             caller.check("list", &res, None, ns, "")?;
-            let list = api::list(shared, &res, &opts)?;
             match table {
                 Some(t) => {
+                    let list = api::list(shared, &res, &opts)?;
                     let items = list["items"].as_array().cloned().unwrap_or_default();
                     Ok(json_response(
                         200,
                         &table::table_for(&res, &items, &t, list.get("metadata").cloned()),
                     ))
                 }
-                None => Ok(json_response(200, &list)),
+                None => {
+                    let mut r = Response::new(full(api::list_body(shared, &res, &opts)?));
+                    r.headers_mut().insert(
+                        header::CONTENT_TYPE,
+                        header::HeaderValue::from_static("application/json"),
+                    );
+                    Ok(r)
+                }
             }
         }
         Target::Binding { res, ns, name } => {
