@@ -24,11 +24,13 @@ pub mod kubeconfig;
 pub mod logging;
 pub mod metrics;
 pub mod shutdown;
-// The engine: the one watch, the queue, one attempt at an object, retries, the paged LIST.
+// The engine: the one watch, its store, the queue, one attempt at an object, retries, the
+// paged LIST.
 pub mod clear;
 pub mod list;
 pub mod queue;
 pub mod retry;
+pub mod store;
 pub mod watch;
 // Features: the webhook deadlock (orphaned gates are rules above and the daemon's work).
 pub mod webhooks;

@@ -104,8 +104,17 @@ pub struct Metrics {
     gated_source: std::sync::Mutex<Option<(Vec<String>, PodsSource)>>,
 }
 
-/// The pods of one store, for the gauges of watched gates.
-pub type PodsSource = Box<dyn Fn() -> Vec<std::sync::Arc<crate::object::Held>> + Send + Sync>;
+/// What the gauges of watched gates read of a pod.
+pub struct GatedPod<'a> {
+    /// `spec.schedulingGates` as sent.
+    pub gates: &'a str,
+    /// `metadata.creationTimestamp`, in seconds since the epoch.
+    pub created: Option<i64>,
+    pub terminating: bool,
+}
+
+/// Hands every pod of one store to the visitor, for the gauges of watched gates.
+pub type PodsSource = Box<dyn Fn(&mut dyn FnMut(GatedPod<'_>)) + Send + Sync>;
 
 /// Counts pending objects in one store.
 pub type PendingSource = Box<dyn Fn() -> usize + Send + Sync>;
@@ -315,22 +324,31 @@ impl Metrics {
         let Some((gates, pods)) = source.as_ref() else {
             return;
         };
-        let now = k8s_openapi::jiff::Timestamp::now();
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
         let mut counts: std::collections::HashMap<&str, (i64, i64)> =
             gates.iter().map(|g| (g.as_str(), (0, 0))).collect();
-        for pod in pods() {
+        // Most pods share a few lists of gates: each text is read once.
+        let mut names: std::collections::HashMap<String, Vec<String>> = Default::default();
+        pods(&mut |pod| {
             // A gated pod is never bound; a terminating one is on its way out.
-            if pod.is_terminating() || !pod.has_gates() {
-                continue;
+            if pod.terminating {
+                return;
             }
-            let age = pod.age(now).map_or(0, |a| a.as_secs());
-            for gate in crate::blocker::gates::names_of(&pod) {
+            let age = pod.created.map_or(0, |c| now.saturating_sub(c).max(0));
+            if !names.contains_key(pod.gates) {
+                let parsed = serde_json::from_str(pod.gates).ok();
+                names.insert(
+                    pod.gates.to_string(),
+                    crate::blocker::names(parsed.as_ref()),
+                );
+            }
+            for gate in &names[pod.gates] {
                 if let Some((n, oldest)) = counts.get_mut(gate.as_str()) {
                     *n += 1;
-                    *oldest = (*oldest).max(i64::try_from(age).unwrap_or(i64::MAX));
+                    *oldest = (*oldest).max(age);
                 }
             }
-        }
+        });
         for (gate, (n, oldest)) in counts {
             let labels = GateLabels { gate: gate.into() };
             self.gated_pods.get_or_create(&labels).set(n);

@@ -4,7 +4,11 @@
 //! pure (`verdict`, `patch`); the pacing is a reservation per pod, so a pod waiting for its
 //! slot waits in the work queue's timers, not in a worker.
 
-use std::{collections::HashMap, sync::Mutex, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
@@ -206,8 +210,8 @@ pub struct Pace {
 struct PaceState {
     /// When the next free slot is.
     next: Instant,
-    /// Reservations by pod (`namespace/name`): its slot.
-    held: HashMap<String, Instant>,
+    /// Reservations by pod (`namespace/name`, the store's own key): its slot.
+    held: HashMap<Arc<str>, Instant, ahash::RandomState>,
 }
 
 impl Pace {
@@ -216,13 +220,13 @@ impl Pace {
             every: rate.every,
             state: Mutex::new(PaceState {
                 next: Instant::now(),
-                held: HashMap::new(),
+                held: HashMap::default(),
             }),
         }
     }
 
     /// A slot for `key`: `Ok` to release now, or how long until its reserved slot.
-    pub fn slot(&self, key: &str, now: Instant) -> Result<(), Duration> {
+    pub fn slot(&self, key: &Arc<str>, now: Instant) -> Result<(), Duration> {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(at) = s.held.get(key).copied() {
             if at <= now {
@@ -236,7 +240,7 @@ impl Pace {
         if at <= now {
             return Ok(());
         }
-        s.held.insert(key.to_string(), at);
+        s.held.insert(key.clone(), at);
         Err(at - now)
     }
 
@@ -473,26 +477,27 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_pace_spaces_releases_and_keeps_each_reservation() {
         let pace = Pace::new(parse_rate("60/m").unwrap());
+        let k = |s: &str| Arc::<str>::from(s);
         let t0 = Instant::now();
-        assert_eq!(pace.slot("a", t0), Ok(()), "the first goes at once");
-        assert_eq!(pace.slot("b", t0), Err(Duration::from_secs(1)));
-        assert_eq!(pace.slot("c", t0), Err(Duration::from_secs(2)));
+        assert_eq!(pace.slot(&k("a"), t0), Ok(()), "the first goes at once");
+        assert_eq!(pace.slot(&k("b"), t0), Err(Duration::from_secs(1)));
+        assert_eq!(pace.slot(&k("c"), t0), Err(Duration::from_secs(2)));
         // b asks again early: same slot, not a new one.
         assert_eq!(
-            pace.slot("b", t0 + Duration::from_millis(500)),
+            pace.slot(&k("b"), t0 + Duration::from_millis(500)),
             Err(Duration::from_millis(500))
         );
-        assert_eq!(pace.slot("b", t0 + Duration::from_secs(1)), Ok(()));
+        assert_eq!(pace.slot(&k("b"), t0 + Duration::from_secs(1)), Ok(()));
         // c's reservation dropped: its slot is not reused, the next one is after it.
         pace.forget("c");
         assert_eq!(
-            pace.slot("d", t0 + Duration::from_secs(1)),
+            pace.slot(&k("d"), t0 + Duration::from_secs(1)),
             Err(Duration::from_secs(2))
         );
         // After a quiet spell the next goes at once: no burst is saved up.
         let later = t0 + Duration::from_secs(100);
-        assert_eq!(pace.slot("e", later), Ok(()));
-        assert_eq!(pace.slot("f", later), Err(Duration::from_secs(1)));
+        assert_eq!(pace.slot(&k("e"), later), Ok(()));
+        assert_eq!(pace.slot(&k("f"), later), Err(Duration::from_secs(1)));
     }
 
     #[test]

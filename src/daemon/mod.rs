@@ -1,6 +1,6 @@
-//! The daemon: per watched resource, kube-runtime's watcher feeds the reflector's store
-//! (newest state by name, so an object re-created under the same name is the one worked
-//! on) and a work queue (`queue.rs`: one worker per object at a time, worked on again when
+//! The daemon: per watched resource, kube-runtime's watcher feeds the engine's store
+//! (`store.rs`: newest state by name, so an object re-created under the same name is the
+//! one worked on) and a work queue (`queue.rs`: one worker per object at a time, worked on again when
 //! a new state arrives meanwhile, at most `--concurrency` at once). A unit of work is one
 //! attempt at one object (`work.rs`).
 
@@ -8,7 +8,6 @@ mod work;
 
 use std::{process::ExitCode, sync::Arc};
 
-use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
@@ -19,12 +18,13 @@ use crate::{
     clear::Clearer,
     cli::RunArgs,
     events::Sink,
-    metrics::Metrics,
+    metrics::{GatedPod, Metrics},
     object::Held,
     queue::Queue,
     release::{Pace, Releaser, Rules, Said},
     setup,
     shutdown::Shutdown,
+    store::{Key, Store},
     watch::{Selector, Watch},
 };
 use work::{Ctx, Tracks, work};
@@ -113,10 +113,8 @@ fn start_engine(
     args: &RunArgs,
     started: &Started,
     shutdown: &Shutdown,
-) -> (Arc<Queue<ObjectRef<Held>>>, JoinHandle<()>) {
-    let dyntype = clearer.target.resource.clone();
-    let writer: Writer<Held> = Writer::new(dyntype.clone());
-    let store = writer.as_reader();
+) -> (Arc<Queue<Key>>, JoinHandle<()>) {
+    let store = Arc::new(Store::default());
     let rules = Rules {
         rules: args.rules.release_gate.clone(),
         exclude: args.rules.exclude_namespace.clone(),
@@ -133,14 +131,14 @@ fn start_engine(
     let queue = Queue::new(usize::from(args.concurrency));
     let ctx = Arc::new(Ctx {
         clearer,
-        store,
+        store: store.clone(),
         tracks: Tracks::default(),
         queue: queue.clone(),
         release,
     });
     let stop = shutdown.clone();
     let engine = queue.clone().run(
-        watch.stream(writer, dyntype),
+        watch.stream(store),
         usize::from(args.concurrency),
         move |key| work(key, ctx.clone()),
         async move { stop.requested().await },
@@ -155,7 +153,7 @@ fn start_engine(
 /// watch or release (`gated`), the unbound pods each gate holds.
 fn gauges(
     metrics: &Metrics,
-    store: &Store<Held>,
+    store: &Arc<Store>,
     clearer: &Clearer,
     args: &RunArgs,
     rules: &Rules,
@@ -169,25 +167,32 @@ fn gauges(
     let pending = store.clone();
     metrics.pending_from(Box::new(move || {
         pending
-            .state()
+            .filter(|o| o.labelled)
             .iter()
-            .filter(|o| {
-                o.has_label(&key) && matches!(mode.decide(o, &only, &key), Decision::Clear { .. })
-            })
+            .filter(|o| matches!(mode.decide(o, &only, &key), Decision::Clear { .. }))
             .count()
     }));
     if !gated {
         return;
     }
-    let mut watched: Vec<String> = rules.rules.iter().map(|r| r.gate.clone()).collect();
-    for g in &args.watch_gates {
-        if !watched.contains(g) {
-            watched.push(g.clone());
-        }
-    }
+    let watched = watched_gates(rules, args);
     let released: Vec<String> = rules.rules.iter().map(|r| r.gate.clone()).collect();
     let pods = store.clone();
-    metrics.gated_from(watched, &released, Box::new(move || pods.state()));
+    metrics.gated_from(
+        watched,
+        &released,
+        Box::new(move |f| {
+            pods.visit(|o| {
+                if let Some(gates) = o.gates {
+                    f(GatedPod {
+                        gates,
+                        created: o.created,
+                        terminating: o.terminating,
+                    })
+                }
+            })
+        }),
+    );
     let rate = args.release_rate.unwrap_or_default();
     info!(release_gates = %rules.rules.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
           release_rate = %rate, exclude_namespaces = %rules.exclude.join(","),
@@ -198,6 +203,14 @@ fn gauges(
 /// pod.
 fn watch(clearer: &Clearer, args: &RunArgs, started: &Started, rules: Rules, gated: bool) -> Watch {
     let (mode, label_key) = (clearer.mode, clearer.label_key.clone());
+    let watched = watched_gates(&rules, args);
+    let wanted = Arc::new(move |o: &Held| {
+        if !gated || o.has_label(&label_key) {
+            mode.needs_reconcile(o)
+        } else {
+            rules.applies(o)
+        }
+    });
     Watch {
         api: clearer
             .target
@@ -213,16 +226,32 @@ fn watch(clearer: &Clearer, args: &RunArgs, started: &Started, rules: Rules, gat
         health: started.health.clone(),
         metrics: started.metrics.clone(),
         // Objects that hold nothing back (most often the state after metainit's own
-        // patch) are stored, not queued; the ones left alone on purpose are, to be
-        // logged. Unlabelled pods are queued only when a rule names one of their gates.
-        wanted: Box::new(move |o| {
-            if !gated || o.has_label(&label_key) {
-                mode.needs_reconcile(o)
-            } else {
-                rules.applies(o)
-            }
+        // patch) are not queued; the ones left alone on purpose are, to be logged.
+        // Unlabelled pods are queued only when a rule names one of their gates.
+        wanted: {
+            let wanted = wanted.clone();
+            Box::new(move |o| wanted(o))
+        },
+        // The store keeps what is wanted and the pods the gauges count: nothing else.
+        keep: Box::new(move |o| {
+            wanted(o)
+                || (!o.is_terminating()
+                    && crate::blocker::gates::names_of(o)
+                        .iter()
+                        .any(|g| watched.contains(g)))
         }),
     }
+}
+
+/// The gates of the gauges: those of the rules, then `--watch-gates`.
+fn watched_gates(rules: &Rules, args: &RunArgs) -> Vec<String> {
+    let mut watched: Vec<String> = rules.rules.iter().map(|r| r.gate.clone()).collect();
+    for g in &args.watch_gates {
+        if !watched.contains(g) {
+            watched.push(g.clone());
+        }
+    }
+    watched
 }
 
 /// The shutdown sequence: once the engines end or a signal comes, gives in-flight patches
@@ -231,7 +260,7 @@ fn watch(clearer: &Clearer, args: &RunArgs, started: &Started, rules: Rules, gat
 async fn shut_down(
     args: &RunArgs,
     engines: Vec<JoinHandle<()>>,
-    queues: &[Arc<Queue<ObjectRef<Held>>>],
+    queues: &[Arc<Queue<Key>>],
     events: &Sink,
     shutdown: &Shutdown,
 ) {

@@ -9,7 +9,6 @@ use std::{
 };
 
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::time::Instant;
 use tracing::info;
 
@@ -20,15 +19,16 @@ use crate::{
     object::Held,
     queue::Queue,
     release::{self, Releaser, Verdict},
+    store::{Key, Store},
 };
 
 /// What the work on one object needs: the clearer, the store, the objects seen pending,
 /// and the queue to come back to after a failure.
 pub struct Ctx {
     pub clearer: Clearer,
-    pub store: Store<Held>,
+    pub store: Arc<Store>,
     pub tracks: Tracks,
-    pub queue: Arc<Queue<ObjectRef<Held>>>,
+    pub queue: Arc<Queue<Key>>,
     /// The release rules, when given: then the store holds every unbound pod, and the
     /// unlabelled ones are theirs.
     pub release: Option<Releaser>,
@@ -102,10 +102,9 @@ fn retry_delay(tracks: &Tracks, key: &str, uid: Option<&str>, f: &Failure) -> (u
 }
 
 /// One attempt at the newest state of the object; after a failure, it comes back later.
-pub async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
-    // Gone since it was queued (deleted, or bound and out of the store): nothing is kept.
+pub async fn work(key: Key, ctx: Arc<Ctx>) {
+    // Gone since it was queued (deleted, bound, cleared by another): nothing is kept.
     let Some(obj) = ctx.store.get(&key) else {
-        let key = ref_key(&key);
         ctx.tracks.done(&key);
         if let Some(r) = &ctx.release {
             r.pace.forget(&key);
@@ -113,52 +112,38 @@ pub async fn work(key: ObjectRef<Held>, ctx: Arc<Ctx>) {
         }
         return;
     };
-    match reconcile(&obj, &ctx).await {
+    match reconcile(&obj, &key, &ctx).await {
         Ok(None) => {}
         // A gate's age, or its turn under --release-rate: a timer, not a retry.
         Ok(Some(wait)) => ctx.queue.add_at(key, Instant::now() + wait),
         Err(f) => {
-            let id = obj.key();
-            let (failures, backoff) = retry_delay(&ctx.tracks, &id, obj.uid(), &f);
+            let (failures, backoff) = retry_delay(&ctx.tracks, &key, obj.uid(), &f);
+            let id = key.to_string();
             let wait = ctx.queue.add_after(key, backoff);
             ctx.clearer.report(&id, &f, failures, Some(wait));
         }
     }
 }
 
-/// The keys (`namespace/name`) of every object in the store.
-fn stored_keys(store: &Store<Held>) -> std::collections::HashSet<String> {
-    store.state().iter().map(|o| o.key()).collect()
-}
-
-/// `namespace/name`, as `Held::key` writes it.
-fn ref_key(key: &ObjectRef<Held>) -> String {
-    match &key.namespace {
-        Some(ns) => format!("{ns}/{}", key.name),
-        None => key.name.clone(),
-    }
-}
-
 /// Works on the object; `Some(wait)`: look at it again after `wait`.
-async fn reconcile(obj: &Held, ctx: &Ctx) -> Result<Option<Duration>, Failure> {
+async fn reconcile(obj: &Held, id: &Key, ctx: &Ctx) -> Result<Option<Duration>, Failure> {
     if let Some(r) = &ctx.release
         && !obj.has_label(&ctx.clearer.label_key)
     {
-        return release(obj, ctx, r).await;
+        return release(obj, id, ctx, r).await;
     }
-    let key = obj.key();
+    let key: &str = id;
     let decision = ctx.clearer.decide(obj);
     if matches!(decision, Decision::Clear { .. }) {
-        ctx.tracks.pending(&key, obj.uid());
+        ctx.tracks.pending(key, obj.uid());
         // Objects deleted while pending leave a track behind: sweep now and then.
         if ctx.tracks.len() > 2 * ctx.store.len() + 64 {
-            let keys = stored_keys(&ctx.store);
-            ctx.tracks.retain(|k| keys.contains(k));
+            ctx.tracks.retain(|k| ctx.store.contains(k));
         }
     }
-    let done = ctx.clearer.attempt(obj, &key, decision).await?;
+    let done = ctx.clearer.attempt(obj, key, decision).await?;
     // Whatever became of it (cleared, left, gone), it is no longer tracked.
-    if let (Some(pending), Done::Cleared(_)) = (ctx.tracks.done(&key), &done) {
+    if let (Some(pending), Done::Cleared(_)) = (ctx.tracks.done(key), &done) {
         ctx.clearer
             .metrics
             .clear_latency
@@ -169,18 +154,23 @@ async fn reconcile(obj: &Held, ctx: &Ctx) -> Result<Option<Duration>, Failure> {
 
 /// The release rules on an unlabelled pod: nothing, later (its age), later (its turn
 /// under --release-rate), or now.
-async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>, Failure> {
-    let key = obj.key();
+async fn release(
+    obj: &Held,
+    id: &Key,
+    ctx: &Ctx,
+    r: &Releaser,
+) -> Result<Option<Duration>, Failure> {
+    let key: &str = id;
     let dry_run = ctx.clearer.dry_run;
     let due = match r.rules.verdict(obj, Timestamp::now()) {
         Verdict::None => {
-            r.pace.forget(&key);
-            r.said.forget(&key);
-            ctx.tracks.done(&key);
+            r.pace.forget(key);
+            r.said.forget(key);
+            ctx.tracks.done(key);
             return Ok(None);
         }
         Verdict::Later(wait) => {
-            if dry_run && r.said.first(&key, obj.uid(), false) {
+            if dry_run && r.said.first(key, obj.uid(), false) {
                 info!(object = %key, gates = %crate::blocker::gates::names_of(obj).join(","), releases_in = %crate::text::age_of(wait),
                       "dry run: would release a gate when its pod is old enough");
             }
@@ -191,10 +181,9 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
     if dry_run {
         // Pods deleted once said leave an entry behind: sweep now and then.
         if r.said.len() > 2 * ctx.store.len() + 64 {
-            let keys = stored_keys(&ctx.store);
-            r.said.retain(|k| keys.contains(k));
+            r.said.retain(|k| ctx.store.contains(k));
         }
-        if r.said.first(&key, obj.uid(), true) {
+        if r.said.first(key, obj.uid(), true) {
             for d in &due {
                 info!(object = %key, gate = %d.gate, age = %crate::text::age_of(d.age), rule = %d.rule,
                       "dry run: would release an orphaned gate now (at most --release-rate)");
@@ -202,7 +191,7 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
         }
         return Ok(None);
     }
-    if let Err(wait) = r.pace.slot(&key, Instant::now()) {
+    if let Err(wait) = r.pace.slot(id, Instant::now()) {
         return Ok(Some(wait));
     }
     let Some(patch) = release::patch(obj, &due) else {
@@ -210,7 +199,7 @@ async fn release(obj: &Held, ctx: &Ctx, r: &Releaser) -> Result<Option<Duration>
     };
     ctx.clearer.release(obj, &due, &patch).await?;
     // Released: a later failure of this pod is the first of a new run.
-    ctx.tracks.done(&key);
+    ctx.tracks.done(key);
     Ok(None)
 }
 

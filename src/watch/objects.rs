@@ -1,26 +1,22 @@
 //! The watch of the objects to clear (the labelled objects, or every unbound pod when
-//! release rules are given), on the one watch (`Events`): the objects go into the
-//! reflector's store (trimmed), and the key of every applied one that needs work is
-//! yielded for the work queue; a list's objects only once the list is done, when the store
-//! holds them, since a worker looks each key up there.
+//! release rules are given), on the one watch (`Events`): the objects go into the engine's
+//! store (`store.rs`: slim, and only those `keep` accepts), and the key of every applied
+//! one that needs work is yielded for the work queue. The store takes a listed object at
+//! once (a relist marks and sweeps, no second store), so a listed key is yielded at once
+//! too: a worker finds it there.
 
 use std::{sync::Arc, time::Duration};
 
 use futures::Stream;
-use kube::{
-    Api,
-    runtime::{
-        reflector::{ObjectRef, Store, store::Writer},
-        watcher,
-    },
-};
+use kube::{Api, runtime::watcher};
 use tracing::info;
 
 use super::{Events, Filter, Spec};
 use crate::{
     admin::Health,
     metrics::Metrics,
-    object::{Held, Kind},
+    object::Held,
+    store::{Key, Store},
 };
 
 /// Which objects the server sends.
@@ -34,6 +30,9 @@ pub enum Selector {
     Unbound,
 }
 
+/// Whether an object is wanted (queued), or kept in the store.
+pub type Test = Box<dyn Fn(&Held) -> bool + Send + Sync>;
+
 /// One watched resource.
 pub struct Watch {
     pub api: Api<Held>,
@@ -45,8 +44,11 @@ pub struct Watch {
     pub health: Arc<Health>,
     pub metrics: Arc<Metrics>,
     /// Whether an object needs work: one that holds nothing back (the state after
-    /// metainit's own patch, most often) is only stored, not queued.
-    pub wanted: Box<dyn Fn(&Held) -> bool + Send + Sync>,
+    /// metainit's own patch, most often) is not queued.
+    pub wanted: Test,
+    /// Whether the store keeps it: what is wanted, and what the gauges count (a pod with
+    /// a watched gate). Anything else costs nothing once parsed.
+    pub keep: Test,
 }
 
 /// The field selector of unbound pods.
@@ -69,23 +71,16 @@ struct State {
     label_key: String,
     selector: Selector,
     resource: String,
-    wanted: Box<dyn Fn(&Held) -> bool + Send + Sync>,
-    writer: Writer<Held>,
-    store: Store<Held>,
-    dyntype: Kind,
-    /// Objects of a list just completed, still to hand to the queue.
-    replay: Vec<Arc<Held>>,
+    wanted: Test,
+    keep: Test,
+    store: Arc<Store>,
     listed: usize,
 }
 
 impl Watch {
-    /// The keys of objects that need work; the store behind `writer` is kept up to date
-    /// first. The stream never ends and never yields an error: failures are handled here.
-    pub fn stream(
-        self,
-        writer: Writer<Held>,
-        dyntype: Kind,
-    ) -> impl Stream<Item = ObjectRef<Held>> + Send + 'static {
+    /// The keys of objects that need work; `store` is kept up to date first. The stream
+    /// never ends and never yields an error: failures are handled here.
+    pub fn stream(self, store: Arc<Store>) -> impl Stream<Item = Key> + Send + 'static {
         let index = self
             .health
             .add_watch(&self.resource, self.api.resource_url());
@@ -104,10 +99,8 @@ impl Watch {
             selector: self.selector,
             resource: self.resource,
             wanted: self.wanted,
-            store: writer.as_reader(),
-            writer,
-            dyntype,
-            replay: Vec::new(),
+            keep: self.keep,
+            store,
             listed: 0,
         };
         futures::stream::unfold(state, |mut st| async move {
@@ -117,101 +110,36 @@ impl Watch {
     }
 }
 
-/// The queue's key of an object: its names and the resource, without the uid and version
-/// `ObjectRef::from_obj` copies in (the store's lookups ignore them, and the queue clones a
-/// key a few times per object).
-fn queue_key(obj: &Held, kind: &Kind) -> ObjectRef<Held> {
-    let key = ObjectRef::new_with(obj.name(), kind.clone());
-    match obj.namespace() {
-        Some(ns) => key.within(ns),
-        None => key,
-    }
-}
-
 impl State {
-    async fn next(&mut self) -> ObjectRef<Held> {
+    async fn next(&mut self) -> Key {
         loop {
-            if let Some(obj) = self.replay.pop() {
-                if (self.wanted)(&obj) {
-                    return queue_key(&obj, &self.dyntype);
-                }
-                continue;
-            }
             let key = &self.label_key;
             let event = self.events.next().await.modify(|o| o.trim(key));
-            if let Some(obj) = self.apply(event)
-                && (self.wanted)(&obj)
-            {
-                return queue_key(&obj, &self.dyntype);
+            if let Some(key) = self.apply(&event) {
+                return key;
             }
         }
     }
 
-    fn apply(&mut self, event: watcher::Event<Held>) -> Option<Held> {
-        self.writer.apply_watcher_event(&event);
+    /// Stores the event's object; its key if it needs work.
+    fn apply(&mut self, event: &watcher::Event<Held>) -> Option<Key> {
+        let key = self.store.apply(event, &self.keep);
         match event {
-            watcher::Event::Init => {
-                self.listed = 0;
-                None
-            }
-            // A listed object reaches the store only when the whole list is done: the
-            // queue, whose workers read the store, hears of it then (see `InitDone`).
-            watcher::Event::InitApply(_) => {
-                self.listed += 1;
-                None
-            }
-            watcher::Event::Apply(obj) => Some(obj),
-            watcher::Event::Delete(_) => None,
-            watcher::Event::InitDone => {
-                match self.selector {
-                    Selector::Labelled => {
-                        info!(resource = %self.resource, labelled = self.listed, label_key = %self.label_key, "listed; watching")
-                    }
-                    Selector::Unbound => {
-                        info!(resource = %self.resource, unbound = self.listed, field_selector = UNBOUND, "listed; watching")
-                    }
+            watcher::Event::Init => self.listed = 0,
+            watcher::Event::InitApply(_) => self.listed += 1,
+            watcher::Event::InitDone => match self.selector {
+                Selector::Labelled => {
+                    info!(resource = %self.resource, labelled = self.listed, label_key = %self.label_key, "listed; watching")
                 }
-                self.replay = self.store.state();
-                None
-            }
+                Selector::Unbound => {
+                    info!(resource = %self.resource, unbound = self.listed, field_selector = UNBOUND, "listed; watching")
+                }
+            },
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use kube::core::ApiResource;
-    use serde_json::json;
-
-    fn pods() -> Kind {
-        Kind::from(ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()))
-    }
-
-    #[test]
-    fn the_queue_key_finds_what_the_reflector_stored() {
-        // The store keys by `ObjectRef::from_obj` (uid and version in `extra`), under its
-        // own copy of the resource; the queue's key has neither.
-        let mut writer = Writer::new(pods());
-        let store = writer.as_reader();
-        let obj = crate::object::held(json!({
-            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7"}
-        }));
-        writer.apply_watcher_event(&watcher::Event::Apply(obj.clone()));
-        let found = store
-            .get(&queue_key(&obj, &pods()))
-            .expect("found by the queue's key");
-        assert_eq!(found.uid(), Some("u"));
-        let other = crate::object::held(json!({"metadata": {"name": "p", "namespace": "other"}}));
-        assert!(
-            store.get(&queue_key(&other, &pods())).is_none(),
-            "namespaces differ"
-        );
-        let mut nodes = (*pods()).clone();
-        nodes.plural = "nodes".into();
-        assert!(
-            store.get(&queue_key(&obj, &Kind::from(nodes))).is_none(),
-            "resources differ"
-        );
+        match event {
+            watcher::Event::InitApply(o) | watcher::Event::Apply(o) if (self.wanted)(o) => key,
+            _ => None,
+        }
     }
 }

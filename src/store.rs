@@ -1,0 +1,474 @@
+//! The engine's store: the newest state of every watched object that matters, by
+//! `namespace/name`, in a few dozen bytes each (BENCHMARKS.md, "Orphaned gates at scale",
+//! says what each byte is). In place of kube-runtime's reflector store, which keeps each
+//! object whole (an `ObjectMeta` of sixteen fields, mostly empty) under a key of four
+//! strings, and on a relist builds a second store beside the first.
+//!
+//! - Only what the watch's `keep` says is kept: an unbound pod without a watched gate, or a
+//!   labelled object holding nothing back, is dropped at once (nothing can bring it back
+//!   but a new event: gates are only ever removed, and a label change is an event).
+//! - What is kept: the uid (16 bytes when it is a UUID, as the API server writes them),
+//!   the resourceVersion (for Events), the creation and deletion times in seconds (the API
+//!   server's `Time` has no fraction), the gates as sent (one shared copy per distinct list
+//!   of gates: most pods of a cluster carry the same few), and, only where there is one, the
+//!   initializers, the label's value and the node name.
+//! - A relist marks what it lists and, once done, drops what it did not list: one store,
+//!   never two.
+//!
+//! `get` rebuilds the `Held` the engine works with; the key handed out is the store's own
+//! `Arc`, so the queue's copies of it cost no memory of their own.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, RwLock},
+};
+
+use ahash::RandomState;
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+use kube::{core::ObjectMeta, runtime::watcher};
+use serde_json::value::RawValue;
+
+use crate::object::{Held, HeldMeta, HeldSpec};
+
+/// `namespace/name`, or `name` for a cluster-scoped object: neither may hold a `/`.
+pub type Key = Arc<str>;
+
+/// The key of an object, as `Held::key` writes it.
+pub fn key_of(obj: &Held) -> Key {
+    Arc::from(obj.key())
+}
+
+/// What a pod's gates gauges need of a stored object, without rebuilding it.
+pub struct View<'a> {
+    /// `spec.schedulingGates` as sent.
+    pub gates: Option<&'a str>,
+    /// `metadata.creationTimestamp`, in seconds since the epoch.
+    pub created: Option<i64>,
+    pub terminating: bool,
+    /// Whether it carries the label key.
+    pub labelled: bool,
+}
+
+#[derive(Default)]
+pub struct Store {
+    inner: RwLock<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    objects: HashMap<Key, Slim, RandomState>,
+    /// Each distinct `spec.schedulingGates` text once.
+    gates: HashSet<Arc<str>, RandomState>,
+    /// The mark of the list under way (or last done): flipped at each `Init`.
+    mark: bool,
+    /// How many distinct gate lists there were after the last sweep.
+    swept_at: usize,
+}
+
+/// One object, slim.
+struct Slim {
+    uid: [u8; 16],
+    version: u64,
+    created: i64,
+    gates: Option<Arc<str>>,
+    /// What few objects have, behind one pointer.
+    rest: Option<Box<Rest>>,
+    flags: u8,
+}
+
+const HAS_UUID: u8 = 1;
+const MARK: u8 = 2;
+const HAS_VERSION: u8 = 4;
+const HAS_CREATED: u8 = 8;
+
+#[derive(Default)]
+struct Rest {
+    /// A uid that is not a UUID in its usual form, kept as text.
+    uid: Option<Box<str>>,
+    deleted: Option<i64>,
+    initializers: Option<Box<RawValue>>,
+    label: Option<(Box<str>, Box<str>)>,
+    node_name: Option<Box<str>>,
+}
+
+impl Rest {
+    fn is_empty(&self) -> bool {
+        self.uid.is_none()
+            && self.deleted.is_none()
+            && self.initializers.is_none()
+            && self.label.is_none()
+            && self.node_name.is_none()
+    }
+}
+
+/// A UUID as 16 bytes, if `s` is one in the canonical lower-case form (so that writing it
+/// back gives `s` again).
+fn uuid(s: &str) -> Option<[u8; 16]> {
+    let b = s.as_bytes();
+    if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    let mut digits = b.iter().filter(|&&c| c != b'-');
+    for byte in &mut out {
+        let hi = hex(*digits.next()?)?;
+        let lo = hex(*digits.next()?)?;
+        *byte = hi << 4 | lo;
+    }
+    Some(out)
+}
+
+fn hex(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+fn uuid_text(b: &[u8; 16]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(36);
+    for (i, byte) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        s.push(DIGITS[usize::from(byte >> 4)] as char);
+        s.push(DIGITS[usize::from(byte & 15)] as char);
+    }
+    s
+}
+
+fn seconds(t: Option<&Time>) -> Option<i64> {
+    t.map(|t| t.0.as_second())
+}
+
+fn time(secs: i64) -> Option<Time> {
+    Timestamp::from_second(secs).ok().map(Time)
+}
+
+impl Inner {
+    /// The shared copy of a gates text.
+    fn intern(&mut self, raw: &RawValue) -> Arc<str> {
+        if let Some(g) = self.gates.get(raw.get()) {
+            return g.clone();
+        }
+        let g: Arc<str> = Arc::from(raw.get());
+        self.gates.insert(g.clone());
+        g
+    }
+
+    /// Drops the gate texts no object uses any more, once there are twice as many as at
+    /// the last sweep.
+    fn sweep_gates(&mut self) {
+        if self.gates.len() > 2 * self.swept_at + 64 {
+            self.gates.retain(|g| Arc::strong_count(g) > 1);
+            self.swept_at = self.gates.len();
+        }
+    }
+
+    fn slim(&mut self, obj: &Held) -> Slim {
+        let m = &obj.metadata.meta;
+        let mut rest = Rest::default();
+        let mut flags = if self.mark { MARK } else { 0 };
+        let mut uid = [0u8; 16];
+        match m.uid.as_deref().map(|u| (u, uuid(u))) {
+            Some((_, Some(b))) => {
+                uid = b;
+                flags |= HAS_UUID;
+            }
+            Some((text, None)) => rest.uid = Some(text.into()),
+            None => {}
+        }
+        let version = match m.resource_version.as_deref().and_then(|v| v.parse().ok()) {
+            Some(v) => {
+                flags |= HAS_VERSION;
+                v
+            }
+            None => 0,
+        };
+        let created = match seconds(m.creation_timestamp.as_ref()) {
+            Some(s) => {
+                flags |= HAS_CREATED;
+                s
+            }
+            None => 0,
+        };
+        rest.deleted = seconds(m.deletion_timestamp.as_ref());
+        rest.initializers = obj.metadata.initializers.clone();
+        rest.label = obj
+            .metadata
+            .kept_label
+            .as_ref()
+            .map(|(k, v)| (k.as_str().into(), v.as_str().into()));
+        let spec = obj.spec.as_ref();
+        rest.node_name = spec.and_then(|s| s.node_name.as_deref()).map(Into::into);
+        let gates = spec
+            .and_then(|s| s.scheduling_gates.as_deref())
+            .map(|g| self.intern(g));
+        Slim {
+            uid,
+            version,
+            created,
+            gates,
+            rest: (!rest.is_empty()).then(|| Box::new(rest)),
+            flags,
+        }
+    }
+}
+
+fn split(key: &str) -> (Option<&str>, &str) {
+    match key.split_once('/') {
+        Some((ns, name)) => (Some(ns), name),
+        None => (None, key),
+    }
+}
+
+impl Slim {
+    fn held(&self, key: &str) -> Held {
+        let (namespace, name) = split(key);
+        let rest = self.rest.as_deref();
+        let uid = if self.flags & HAS_UUID != 0 {
+            Some(uuid_text(&self.uid))
+        } else {
+            rest.and_then(|r| r.uid.as_deref()).map(str::to_string)
+        };
+        let label = rest.and_then(|r| r.label.as_ref());
+        Held {
+            metadata: HeldMeta {
+                meta: ObjectMeta {
+                    name: Some(name.to_string()),
+                    namespace: namespace.map(str::to_string),
+                    uid,
+                    resource_version: (self.flags & HAS_VERSION != 0)
+                        .then(|| self.version.to_string()),
+                    creation_timestamp: (self.flags & HAS_CREATED != 0)
+                        .then(|| time(self.created))
+                        .flatten(),
+                    deletion_timestamp: rest.and_then(|r| r.deleted).and_then(time),
+                    ..ObjectMeta::default()
+                },
+                initializers: rest.and_then(|r| r.initializers.clone()),
+                kept_label: label.map(|(k, v)| (k.to_string(), v.to_string())),
+            },
+            spec: Some(HeldSpec {
+                scheduling_gates: self
+                    .gates
+                    .as_deref()
+                    .and_then(|g| RawValue::from_string(g.to_string()).ok()),
+                node_name: rest
+                    .and_then(|r| r.node_name.as_deref())
+                    .map(str::to_string),
+            })
+            .filter(|s| s.scheduling_gates.is_some() || s.node_name.is_some()),
+        }
+    }
+
+    fn marked(&self) -> bool {
+        self.flags & MARK != 0
+    }
+}
+
+impl Store {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies one event of the watch: an object `keep` accepts is stored (its key
+    /// returned), any other is dropped. After `InitDone`, what the list did not name is
+    /// gone.
+    pub fn apply(&self, event: &watcher::Event<Held>, keep: impl Fn(&Held) -> bool) -> Option<Key> {
+        let mut s = self.write();
+        match event {
+            watcher::Event::Init => {
+                s.mark = !s.mark;
+                None
+            }
+            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => {
+                let key = obj.key();
+                if !keep(obj) {
+                    s.objects.remove(key.as_str());
+                    return None;
+                }
+                let slim = s.slim(obj);
+                let k = match s.objects.get_key_value(key.as_str()) {
+                    Some((k, _)) => k.clone(),
+                    None => Arc::from(key),
+                };
+                s.objects.insert(k.clone(), slim);
+                Some(k)
+            }
+            watcher::Event::Delete(obj) => {
+                s.objects.remove(obj.key().as_str());
+                None
+            }
+            watcher::Event::InitDone => {
+                let mark = s.mark;
+                s.objects.retain(|_, o| o.marked() == mark);
+                s.sweep_gates();
+                None
+            }
+        }
+    }
+
+    /// The object's newest state, rebuilt.
+    pub fn get(&self, key: &str) -> Option<Held> {
+        self.read().objects.get(key).map(|o| o.held(key))
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.read().objects.contains_key(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every object's key.
+    pub fn keys(&self) -> Vec<Key> {
+        self.read().objects.keys().cloned().collect()
+    }
+
+    /// Looks at every object without rebuilding it.
+    pub fn visit(&self, mut f: impl FnMut(View<'_>)) {
+        for o in self.read().objects.values() {
+            let rest = o.rest.as_deref();
+            f(View {
+                gates: o.gates.as_deref(),
+                created: (o.flags & HAS_CREATED != 0).then_some(o.created),
+                terminating: rest.is_some_and(|r| r.deleted.is_some()),
+                labelled: rest.is_some_and(|r| r.label.is_some()),
+            });
+        }
+    }
+
+    /// The objects `f` wants, rebuilt.
+    pub fn filter(&self, f: impl Fn(View<'_>) -> bool) -> Vec<Held> {
+        let s = self.read();
+        s.objects
+            .iter()
+            .filter(|(_, o)| {
+                let rest = o.rest.as_deref();
+                f(View {
+                    gates: o.gates.as_deref(),
+                    created: (o.flags & HAS_CREATED != 0).then_some(o.created),
+                    terminating: rest.is_some_and(|r| r.deleted.is_some()),
+                    labelled: rest.is_some_and(|r| r.label.is_some()),
+                })
+            })
+            .map(|(k, o)| o.held(k))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn held(v: serde_json::Value) -> Held {
+        crate::object::held(v)
+    }
+
+    fn pod(name: &str, uid: &str, gates: &[&str]) -> Held {
+        let gates: Vec<_> = gates.iter().map(|g| json!({"name": g})).collect();
+        held(
+            json!({"metadata": {"name": name, "namespace": "ns", "uid": uid,
+                                 "resourceVersion": "42", "creationTimestamp": "2026-01-02T03:04:05Z"},
+                    "spec": {"schedulingGates": gates}}),
+        )
+    }
+
+    fn same(a: &Held, b: &Held) {
+        assert_eq!(
+            serde_json::to_value(a).unwrap(),
+            serde_json::to_value(b).unwrap()
+        );
+        assert_eq!(a.metadata.kept_label, b.metadata.kept_label);
+    }
+
+    #[test]
+    fn an_object_comes_back_as_it_was_stored() {
+        let store = Store::default();
+        let mut labelled = held(json!({
+            "metadata": {"name": "a", "namespace": "ns", "uid": "Not-A-UUID",
+                         "resourceVersion": "x7", "labels": {"k": "v", "other": "o"},
+                         "creationTimestamp": "2026-01-02T03:04:05Z",
+                         "deletionTimestamp": "2026-01-03T00:00:00Z",
+                         "initializers": {"pending": [{"name": "i.example.com"}]}},
+            "spec": {"schedulingGates": [{"name": "g"}], "nodeName": "n1"}
+        }));
+        labelled.trim("k");
+        let cases = [
+            pod(
+                "p",
+                "0a1b2c3d-4e5f-6789-abcd-ef0123456789",
+                &["a.io/x", "b.io/y"],
+            ),
+            pod("q", "0A1B2C3D-4E5F-6789-ABCD-EF0123456789", &[]),
+            held(json!({"metadata": {"name": "cluster-wide"}})),
+        ];
+        for obj in cases.iter().chain([&labelled]) {
+            let key = store
+                .apply(&watcher::Event::Apply(obj.clone()), |_| true)
+                .expect("kept");
+            let mut want = obj.clone();
+            if want.metadata.meta.resource_version.as_deref() == Some("x7") {
+                // Not a number: not kept (only Events name it).
+                want.metadata.meta.resource_version = None;
+            }
+            same(&store.get(&key).expect("stored"), &want);
+        }
+        assert_eq!(store.len(), 4);
+    }
+
+    #[test]
+    fn what_keep_refuses_is_dropped_and_a_relist_drops_what_it_did_not_name() {
+        let store = Store::default();
+        let gated = |o: &Held| o.has_gates();
+        for (name, gates) in [("a", &["g"][..]), ("b", &["g"]), ("c", &[])] {
+            store.apply(&watcher::Event::Apply(pod(name, "u", gates)), gated);
+        }
+        assert_eq!(store.len(), 2, "c has no gate: not kept");
+        // Its gate removed: gone from the store.
+        store.apply(&watcher::Event::Apply(pod("b", "u", &[])), gated);
+        assert!(!store.contains("ns/b"));
+        // A relist that names only a new object: a and nothing else goes.
+        store.apply(&watcher::Event::Init, gated);
+        store.apply(&watcher::Event::InitApply(pod("d", "u", &["g"])), gated);
+        assert!(store.contains("ns/a"), "kept until the list is done");
+        store.apply(&watcher::Event::InitDone, gated);
+        assert_eq!(store.keys(), vec![Key::from("ns/d")]);
+        store.apply(&watcher::Event::Delete(pod("d", "u", &["g"])), gated);
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn equal_gates_are_kept_once_and_the_key_is_the_stores() {
+        let store = Store::default();
+        let a = store
+            .apply(&watcher::Event::Apply(pod("a", "u", &["g"])), |_| true)
+            .unwrap();
+        store.apply(&watcher::Event::Apply(pod("b", "u", &["g"])), |_| true);
+        let again = store
+            .apply(&watcher::Event::Apply(pod("a", "u", &["g"])), |_| true)
+            .unwrap();
+        assert!(Arc::ptr_eq(&a, &again), "one key per object");
+        assert_eq!(store.read().gates.len(), 1);
+        let mut seen = 0;
+        store.visit(|v| {
+            assert_eq!(v.gates, Some(r#"[{"name":"g"}]"#));
+            assert_eq!(v.created, Some(1_767_323_045));
+            seen += 1;
+        });
+        assert_eq!(seen, 2);
+    }
+}
