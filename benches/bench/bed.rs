@@ -194,7 +194,7 @@ impl Bed {
     }
 
     /// Requests to the pods API that arrived at or after `since`.
-    fn pod_requests(&self, since: SystemTime) -> Vec<RequestRecord> {
+    pub fn pod_requests(&self, since: SystemTime) -> Vec<RequestRecord> {
         self.double
             .requests()
             .into_iter()
