@@ -522,20 +522,19 @@ fn list_with<R>(
     } else {
         Vec::new()
     };
-    let candidates: Box<dyn Iterator<Item = (&StoreKey, &Arc<Value>)>> =
-        if implicit.is_empty() {
-            inner.range_iter(&res.key, opts.namespace.as_deref(), start.as_ref())
-        } else {
-            let mut all = inner.range(&res.key, opts.namespace.as_deref(), start.as_ref());
-            all.extend(
-                implicit
-                    .iter()
-                    .filter(|(k, _)| start.as_ref().is_none_or(|s| k > s))
-                    .map(|(k, v)| (k, v)),
-            );
-            all.sort_by(|a, b| a.0.cmp(b.0));
-            Box::new(all.into_iter())
-        };
+    let candidates: Box<dyn Iterator<Item = (&StoreKey, &Arc<Value>)>> = if implicit.is_empty() {
+        inner.range_iter(&res.key, opts.namespace.as_deref(), start.as_ref())
+    } else {
+        let mut all = inner.range(&res.key, opts.namespace.as_deref(), start.as_ref());
+        all.extend(
+            implicit
+                .iter()
+                .filter(|(k, _)| start.as_ref().is_none_or(|s| k > s))
+                .map(|(k, v)| (k, v)),
+        );
+        all.sort_by(|a, b| a.0.cmp(b.0));
+        Box::new(all.into_iter())
+    };
     let limit = opts.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
     // `remainingItemCount` is given only for a list without selectors (below): with one,
     // a page stops at the first match past it, as the real server's does (so a page of
