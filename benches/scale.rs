@@ -51,6 +51,14 @@ fn log(bed: &Bed, name: &str) -> std::path::PathBuf {
     bed.dir.path().join(format!("{name}.log"))
 }
 
+/// `METAINIT_BENCH_LOGS=DIR` keeps metainit's logs there (the bed's directory goes with it).
+fn keep_log(bed: &Bed, name: &str) {
+    if let Ok(dir) = std::env::var("METAINIT_BENCH_LOGS") {
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::copy(log(bed, name), format!("{dir}/{name}.log"));
+    }
+}
+
 fn create_gated(bed: &Bed, n: usize, gate: &str, created: Option<SystemTime>) {
     for i in 0..n {
         let pod = json!({
@@ -259,6 +267,7 @@ async fn labelled() -> (Duration, Memory) {
     let peak = m.memory();
     assert!(m.problems().is_empty(), "labelled: {:?}", m.problems());
     m.stop().await;
+    keep_log(&bed, "labelled");
     (took, peak)
 }
 
