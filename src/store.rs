@@ -12,8 +12,8 @@
 //!   server's `Time` has no fraction), the gates as sent (one shared copy per distinct list
 //!   of gates: most pods of a cluster carry the same few), and, only where there is one, the
 //!   initializers, the label's value and the node name.
-//! - A relist marks what it lists and, once done, drops what it did not list: one store,
-//!   never two.
+//! - A relist marks what it lists with its number and, once done, drops what it did not
+//!   list: one store, never two.
 //!
 //! `get` rebuilds the `Held` the engine works with; the key handed out is the store's own
 //! `Arc`, so the queue's copies of it cost no memory of their own.
@@ -59,8 +59,10 @@ struct Inner {
     objects: HashMap<Key, Slim, RandomState>,
     /// Each distinct `spec.schedulingGates` text once.
     gates: HashSet<Arc<str>, RandomState>,
-    /// The mark of the list under way (or last done): flipped at each `Init`.
-    mark: bool,
+    /// The list under way (or last done): counted up at each `Init`. A count, not a flag:
+    /// a list cut short by an error is followed by another `Init`, and a flag flipped twice
+    /// would take what neither list named for listed.
+    list: u32,
     /// How many distinct gate lists there were after the last sweep.
     swept_at: usize,
 }
@@ -73,13 +75,14 @@ struct Slim {
     gates: Option<Arc<str>>,
     /// What few objects have, behind one pointer.
     rest: Option<Box<Rest>>,
+    /// The list (`Inner::list`) it was last stored in or after.
+    list: u32,
     flags: u8,
 }
 
 const HAS_UUID: u8 = 1;
-const MARK: u8 = 2;
-const HAS_VERSION: u8 = 4;
-const HAS_CREATED: u8 = 8;
+const HAS_VERSION: u8 = 2;
+const HAS_CREATED: u8 = 4;
 
 #[derive(Default)]
 struct Rest {
@@ -170,7 +173,7 @@ impl Inner {
     fn slim(&mut self, obj: &Held) -> Slim {
         let m = &obj.metadata.meta;
         let mut rest = Rest::default();
-        let mut flags = if self.mark { MARK } else { 0 };
+        let mut flags = 0;
         let mut uid = [0u8; 16];
         match m.uid.as_deref().map(|u| (u, uuid(u))) {
             Some((_, Some(b))) => {
@@ -212,6 +215,7 @@ impl Inner {
             created,
             gates,
             rest: (!rest.is_empty()).then(|| Box::new(rest)),
+            list: self.list,
             flags,
         }
     }
@@ -263,10 +267,6 @@ impl Slim {
             .filter(|s| s.scheduling_gates.is_some() || s.node_name.is_some()),
         }
     }
-
-    fn marked(&self) -> bool {
-        self.flags & MARK != 0
-    }
 }
 
 impl Store {
@@ -285,7 +285,7 @@ impl Store {
         let mut s = self.write();
         match event {
             watcher::Event::Init => {
-                s.mark = !s.mark;
+                s.list = s.list.wrapping_add(1);
                 None
             }
             watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => {
@@ -307,8 +307,8 @@ impl Store {
                 None
             }
             watcher::Event::InitDone => {
-                let mark = s.mark;
-                s.objects.retain(|_, o| o.marked() == mark);
+                let list = s.list;
+                s.objects.retain(|_, o| o.list == list);
                 s.sweep_gates();
                 None
             }
@@ -447,6 +447,18 @@ mod tests {
         assert!(store.contains("ns/a"), "kept until the list is done");
         store.apply(&watcher::Event::InitDone, gated);
         assert_eq!(store.keys(), vec![Key::from("ns/d")]);
+        // A list cut short by an error, then another: what neither named goes.
+        store.apply(&watcher::Event::Apply(pod("e", "u", &["g"])), gated);
+        store.apply(&watcher::Event::Init, gated);
+        store.apply(&watcher::Event::InitApply(pod("f", "u", &["g"])), gated);
+        store.apply(&watcher::Event::Init, gated);
+        store.apply(&watcher::Event::InitApply(pod("d", "u", &["g"])), gated);
+        store.apply(&watcher::Event::InitDone, gated);
+        assert_eq!(
+            store.keys(),
+            vec![Key::from("ns/d")],
+            "e and f were not in the last list"
+        );
         store.apply(&watcher::Event::Delete(pod("d", "u", &["g"])), gated);
         assert!(store.is_empty());
     }
