@@ -31,6 +31,9 @@ cd "$(dirname "$0")/.."
 bin=${1:-target/debug/metainit}
 chart=charts/metainit
 
+# shellcheck source=scripts/validate.sh
+source scripts/validate.sh
+
 die() {
     echo "check-chart: FAILED: $*" >&2
     exit 1
@@ -203,15 +206,7 @@ echo "ok    every render holds together (RBAC, selectors, ServiceMonitor, Promet
 failed=0
 while read -r doc label; do
     for v in "$oldest" "$newest"; do
-        # kubernetes-validate passes a kind it has no schema for, with a warning.
-        if out=$(kubernetes-validate --strict --quiet -k "$v" "$doc" 2>&1) \
-            && ! grep -q "Couldn't find schema" <<<"$out"; then
-            echo "ok    $label against $v"
-        else
-            echo "FAIL  $label against $v:" >&2
-            echo "${out//$doc/$label}" >&2
-            failed=1
-        fi
+        validate_doc "$doc" "$label" "$v" || failed=1
     done
 done <"$tmp/docs.list"
 ((failed == 0)) || die "the chart's objects do not validate"

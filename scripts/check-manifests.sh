@@ -25,6 +25,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/debug/metainit}
 
+# shellcheck source=scripts/validate.sh
+source scripts/validate.sh
+
 die() {
     echo "check-manifests: FAILED: $*" >&2
     exit 1
@@ -144,17 +147,9 @@ while read -r doc min label; do
             || die "$label needs Kubernetes $min, newer than the newest schema $newest"
         versions=("$first" "$newest")
     fi
+    # PrometheusRules never get here (promtool checks them).
     for v in $(printf '%s\n' "${versions[@]}" | sort -u); do
-        # kubernetes-validate passes a kind it has no schema for, with a warning: a
-        # CRD would pass unchecked. PrometheusRules never get here (promtool checks them).
-        if out=$(kubernetes-validate --strict --quiet -k "$v" "$doc" 2>&1) \
-            && ! grep -q "Couldn't find schema" <<<"$out"; then
-            echo "ok    $label against $v"
-        else
-            echo "FAIL  $label against $v:" >&2
-            echo "${out//$doc/$label}" >&2
-            failed=1
-        fi
+        validate_doc "$doc" "$label" "$v" || failed=1
     done
 done <"$tmp/docs.list"
 ((failed == 0)) || die "manifests do not validate"
