@@ -308,17 +308,8 @@ async fn the_deployment_form_is_accepted_and_its_service_account_clears_pods_in_
     assert_eq!(priority, "system-cluster-critical");
     cp.kubectl_ok(&["get", "priorityclass", "system-cluster-critical"]);
 
-    let token = cp.kubectl_ok(&[
-        "create",
-        "token",
-        "metainit",
-        "-n",
-        "kube-system",
-        "--duration",
-        "10m",
-    ]);
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = cp.token_kubeconfig(dir.path(), token.trim());
+    let kubeconfig = cp.service_account_kubeconfig(dir.path(), "kube-system", "metainit");
     let name = format!("gated-{}", std::process::id());
     cp.create("kube-system", &gated_pod(&name, true, &[GATE_A]));
     let metainit = cp.metainit(&kubeconfig, &["--namespace", "kube-system"]);

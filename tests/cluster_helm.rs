@@ -165,31 +165,28 @@ async fn the_chart_installs_clears_a_pod_in_kube_system_upgrades_to_webhooks_and
         want,
         "the objects helm install made"
     );
-    let spec = cp.kubectl_ok(&[
-        "get",
-        "deployment",
-        &release,
-        "-n",
-        "kube-system",
-        "-o",
-        "jsonpath={.spec.replicas} {.spec.template.spec.priorityClassName} {.spec.template.spec.serviceAccountName}",
-    ]);
+    // The Deployment's fields, by a JSONPath template.
+    let deployment = |jsonpath: &str| {
+        cp.kubectl_ok(&[
+            "get",
+            "deployment",
+            &release,
+            "-n",
+            "kube-system",
+            "-o",
+            &format!("jsonpath={jsonpath}"),
+        ])
+    };
+    let spec = deployment(
+        "{.spec.replicas} {.spec.template.spec.priorityClassName} {.spec.template.spec.serviceAccountName}",
+    );
     assert_eq!(spec, format!("2 system-cluster-critical {release}"));
 
     // The chart's ServiceAccount clears a labelled gated pod in kube-system. --only: this
     // test's gate alone, whatever else waits in kube-system.
     let gate = format!("example.com/helm-{}", std::process::id());
-    let token = cp.kubectl_ok(&[
-        "create",
-        "token",
-        &release,
-        "-n",
-        "kube-system",
-        "--duration",
-        "10m",
-    ]);
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = cp.token_kubeconfig(dir.path(), token.trim());
+    let kubeconfig = cp.service_account_kubeconfig(dir.path(), "kube-system", &release);
     let name = format!("helm-gated-{}", std::process::id());
     cp.create("kube-system", &gated_pod(&name, true, &[&gate]));
     let metainit = cp.metainit(
@@ -207,17 +204,7 @@ async fn the_chart_installs_clears_a_pod_in_kube_system_upgrades_to_webhooks_and
     // Off by default: no right to patch webhook configurations, no --webhooks.
     let webhooks = "validatingwebhookconfigurations.admissionregistration.k8s.io";
     assert_eq!(can_i(cp, &user, "patch", webhooks), "no");
-    let args_of = || {
-        cp.kubectl_ok(&[
-            "get",
-            "deployment",
-            &release,
-            "-n",
-            "kube-system",
-            "-o",
-            "jsonpath={.spec.template.spec.containers[0].args}",
-        ])
-    };
+    let args_of = || deployment("{.spec.template.spec.containers[0].args}");
     assert!(!args_of().contains("--webhooks"), "{}", args_of());
 
     let out = helm.ok(&[

@@ -268,9 +268,25 @@ impl ControlPlane {
         Metainit::spawn(&all)
     }
 
+    /// A kubeconfig in `dir` for the ServiceAccount `namespace/name`: a token from
+    /// TokenRequest (`kubectl create token`, 10 minutes) and the cluster's CA, as the pod's
+    /// in-cluster configuration would have them.
+    pub fn service_account_kubeconfig(&self, dir: &Path, namespace: &str, name: &str) -> PathBuf {
+        let token = self.kubectl_ok(&[
+            "create",
+            "token",
+            name,
+            "-n",
+            namespace,
+            "--duration",
+            "10m",
+        ]);
+        self.token_kubeconfig(dir, token.trim())
+    }
+
     /// A kubeconfig in `dir` for `token` (a ServiceAccount's, from TokenRequest), with the
-    /// cluster's CA, as a pod's in-cluster configuration would have it.
-    pub fn token_kubeconfig(&self, dir: &Path, token: &str) -> PathBuf {
+    /// cluster's CA.
+    fn token_kubeconfig(&self, dir: &Path, token: &str) -> PathBuf {
         let path = dir.join("token.kubeconfig");
         let text = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n",
