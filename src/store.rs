@@ -229,6 +229,16 @@ fn split(key: &str) -> (Option<&str>, &str) {
 }
 
 impl Slim {
+    fn view(&self) -> View<'_> {
+        let rest = self.rest.as_deref();
+        View {
+            gates: self.gates.as_deref(),
+            created: (self.flags & HAS_CREATED != 0).then_some(self.created),
+            terminating: rest.is_some_and(|r| r.deleted.is_some()),
+            labelled: rest.is_some_and(|r| r.label.is_some()),
+        }
+    }
+
     fn held(&self, key: &str) -> Held {
         let (namespace, name) = split(key);
         let rest = self.rest.as_deref();
@@ -340,13 +350,7 @@ impl Store {
     /// Looks at every object without rebuilding it.
     pub fn visit(&self, mut f: impl FnMut(View<'_>)) {
         for o in self.read().objects.values() {
-            let rest = o.rest.as_deref();
-            f(View {
-                gates: o.gates.as_deref(),
-                created: (o.flags & HAS_CREATED != 0).then_some(o.created),
-                terminating: rest.is_some_and(|r| r.deleted.is_some()),
-                labelled: rest.is_some_and(|r| r.label.is_some()),
-            });
+            f(o.view());
         }
     }
 
@@ -355,15 +359,7 @@ impl Store {
         let s = self.read();
         s.objects
             .iter()
-            .filter(|(_, o)| {
-                let rest = o.rest.as_deref();
-                f(View {
-                    gates: o.gates.as_deref(),
-                    created: (o.flags & HAS_CREATED != 0).then_some(o.created),
-                    terminating: rest.is_some_and(|r| r.deleted.is_some()),
-                    labelled: rest.is_some_and(|r| r.label.is_some()),
-                })
-            })
+            .filter(|(_, o)| f(o.view()))
             .map(|(k, o)| o.held(k))
             .collect()
     }
