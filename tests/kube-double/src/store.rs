@@ -48,7 +48,10 @@ pub struct LogEvent {
     pub prev: Option<Arc<Value>>,
 }
 
-type Key = (String, String);
+pub type Key = (String, String);
+
+/// An object and its JSON.
+type Encoded = (Arc<Value>, Arc<[u8]>);
 
 /// Mutable state behind the store's lock.
 pub struct Inner {
@@ -61,6 +64,11 @@ pub struct Inner {
     /// Continue tokens from a revision below this are too old.
     continue_floor: u64,
     history: HashMap<(String, String, String), Vec<Change>>,
+    /// Each stored object's JSON, written when it is stored, by resource and key: a LIST
+    /// sends these bytes, as the real server's watch cache sends an object it serialized
+    /// once (`cachingObject`). Kept with the object it was written from, and used only
+    /// while that is the object stored.
+    encoded: HashMap<String, HashMap<Key, Encoded>>,
     /// Statuses of objects deleted because an initializer set `result`, by uid.
     failed: HashMap<String, Value>,
     /// What an object's template held at creation, by uid, for `recreate` (modern pods'
@@ -124,6 +132,7 @@ impl Store {
                 expired_through: 0,
                 continue_floor: 0,
                 history: HashMap::new(),
+                encoded: HashMap::new(),
                 failed: HashMap::new(),
                 created_with: HashMap::new(),
                 notify: notify.clone(),
@@ -150,6 +159,13 @@ impl Inner {
 
     pub fn expired_through(&self) -> u64 {
         self.expired_through
+    }
+
+    /// `obj`'s JSON as written when it was stored, if `obj` is still the object stored
+    /// under `key`.
+    pub fn encoded(&self, resource: &str, key: &Key, obj: &Arc<Value>) -> Option<&[u8]> {
+        let (stored, json) = self.encoded.get(resource)?.get(key)?;
+        Arc::ptr_eq(stored, obj).then_some(&**json)
     }
 
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Arc<Value>> {
@@ -267,6 +283,14 @@ impl Inner {
         self.rv += 1;
         stamp(&mut obj, self.rv);
         let obj = Arc::new(obj);
+        let json = serde_json::to_vec(&*obj).unwrap_or_default().into();
+        self.encoded
+            .entry(resource.to_string())
+            .or_default()
+            .insert(
+                (namespace.to_string(), name.to_string()),
+                (obj.clone(), json),
+            );
         let prev = self
             .objects
             .entry(resource.to_string())
@@ -294,10 +318,11 @@ impl Inner {
         name: &str,
         last: Option<Value>,
     ) -> Option<Arc<Value>> {
-        let prev = self
-            .objects
-            .get_mut(resource)?
-            .remove(&(namespace.to_string(), name.to_string()))?;
+        let key = (namespace.to_string(), name.to_string());
+        if let Some(e) = self.encoded.get_mut(resource) {
+            e.remove(&key);
+        }
+        let prev = self.objects.get_mut(resource)?.remove(&key)?;
         if let Some(uid) = prev.pointer("/metadata/uid").and_then(Value::as_str) {
             self.created_with.remove(uid);
         }
@@ -376,6 +401,7 @@ impl Inner {
     /// Per-object history is kept: it records what happened.
     pub fn restore(&mut self, snapshot: &Snapshot) {
         self.objects = snapshot.objects.clone();
+        self.encoded.clear();
         self.created_with = snapshot.created_with.clone();
         self.rv = snapshot.revision;
         self.log.clear();
