@@ -19,7 +19,6 @@ use crate::{
     cli::RunArgs,
     events::Sink,
     metrics::{GatedPod, Metrics},
-    object::Held,
     queue::Queue,
     release::{Pace, Releaser, Rules, Said},
     setup,
@@ -203,14 +202,8 @@ fn gauges(
 /// pod.
 fn watch(clearer: &Clearer, args: &RunArgs, started: &Started, rules: Rules, gated: bool) -> Watch {
     let (mode, label_key) = (clearer.mode, clearer.label_key.clone());
+    let (keep_mode, keep_key) = (mode, label_key.clone());
     let watched = watched_gates(&rules, args);
-    let wanted = Arc::new(move |o: &Held| {
-        if !gated || o.has_label(&label_key) {
-            mode.needs_reconcile(o)
-        } else {
-            rules.applies(o)
-        }
-    });
     Watch {
         api: clearer
             .target
@@ -228,13 +221,19 @@ fn watch(clearer: &Clearer, args: &RunArgs, started: &Started, rules: Rules, gat
         // Objects that hold nothing back (most often the state after metainit's own
         // patch) are not queued; the ones left alone on purpose are, to be logged.
         // Unlabelled pods are queued only when a rule names one of their gates.
-        wanted: {
-            let wanted = wanted.clone();
-            Box::new(move |o| wanted(o))
-        },
-        // The store keeps what is wanted and the pods the gauges count: nothing else.
+        wanted: Box::new(move |o| {
+            if !gated || o.has_label(&label_key) {
+                mode.needs_reconcile(o)
+            } else {
+                rules.applies(o)
+            }
+        }),
+        // The store keeps what is wanted and the pods the gauges count, nothing else: a
+        // labelled object that needs work, and a pod with a watched gate (a rule's gates
+        // are watched, so every unlabelled pod a rule wants is one; the gates are read
+        // once).
         keep: Box::new(move |o| {
-            wanted(o)
+            (o.has_label(&keep_key) && keep_mode.needs_reconcile(o))
                 || (!o.is_terminating()
                     && crate::blocker::gates::names_of(o)
                         .iter()
