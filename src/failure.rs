@@ -228,12 +228,12 @@ pub fn backoff(failures: u32, retry_after: Duration) -> Duration {
     let base = Duration::from_millis(100)
         .saturating_mul(1u32 << failures.saturating_sub(1).min(12))
         .min(Duration::from_secs(30));
-    let jitter = base.mul_f64(fastrand_fraction() * 0.2);
+    let jitter = base.mul_f64(random_fraction() * 0.2);
     (base - jitter).max(retry_after)
 }
 
 /// A cheap pseudo-random fraction in [0, 1), good enough for jitter.
-fn fastrand_fraction() -> f64 {
+pub fn random_fraction() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(0);

@@ -7,7 +7,9 @@
 // (and no two import each other, even roundabout: python3 ../shared/tools/shape.py).
 //
 // Pure rules: the object's slim view, the blockers, the failure table, the orphaned-gate
-// release rules, input checks, the text of times and of what the commands print.
+// release rules, input checks, the text of times and of what the commands print, the
+// retry schedule of a watch and of start-up.
+pub mod backoff;
 pub mod blocker;
 pub mod failure;
 pub mod object;

@@ -22,6 +22,22 @@ use std::{
 use futures::{Stream, StreamExt};
 use tokio::{sync::Notify, time::Instant};
 
+/// A key from the queue's source: news, worked on now even where a retry waits for it; or
+/// an object a relist found as it was, whose waiting retry or timer stands (a relist is no
+/// news: a server that forced a relist every second once re-patched a refused object every
+/// second, its backoff cancelled by each relist).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Arrival<K> {
+    News(K),
+    Unchanged(K),
+}
+
+impl<K> From<K> for Arrival<K> {
+    fn from(key: K) -> Self {
+        Arrival::News(key)
+    }
+}
+
 pub struct Queue<K> {
     state: Mutex<State<K>>,
     /// Bounds retries across all keys, as client-go's default controller rate limiter
@@ -140,6 +156,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         }
     }
 
+    /// Asks for work on `key` now, unless a retry or a timer waits for it already.
+    pub fn add_unless_waiting(&self, key: K) {
+        if !self.lock().delayed.contains_key(&key) {
+            self.add(key);
+        }
+    }
+
     /// Asks for work on `key` again after `delay`, or later if the retries of all keys
     /// are over their rate; unless it is already due sooner. Returns the wait: until the
     /// earlier timer, if there is one.
@@ -255,15 +278,16 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
     /// client-go's controllers do: each worker takes the next ready key as soon as it is
     /// done with one, so in a burst no task waits to be woken for a key. Until `stop`
     /// resolves; then the workers start no more and this waits for the work started.
-    pub async fn run<F, Fut>(
+    pub async fn run<F, Fut, A>(
         self: Arc<Self>,
-        source: impl Stream<Item = K>,
+        source: impl Stream<Item = A>,
         concurrency: usize,
         work: F,
         stop: impl Future<Output = ()>,
     ) where
         F: Fn(K) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
+        A: Into<Arrival<K>>,
     {
         let work = Arc::new(work);
         let mut workers = tokio::task::JoinSet::new();
@@ -306,7 +330,10 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
                     next = self.fire(Instant::now());
                 }
                 key = source.next(), if source_open => match key {
-                    Some(key) => self.add(key),
+                    Some(key) => match key.into() {
+                        Arrival::News(key) => self.add(key),
+                        Arrival::Unchanged(key) => self.add_unless_waiting(key),
+                    },
                     None => source_open = false,
                 },
             }
@@ -494,6 +521,49 @@ mod tests {
             "the retry was cancelled by the add"
         );
         running.stop().await;
+    }
+
+    /// A relist's unchanged object leaves a waiting retry alone (the source's `Unchanged`),
+    /// news cancels it, and an unchanged object with nothing waiting is worked on now.
+    #[tokio::test(start_paused = true)]
+    async fn an_unchanged_arrival_leaves_a_waiting_retry_alone() {
+        let queue = Queue::new(4);
+        let log = Arc::new(Log::default());
+        let (tx, rx) = futures::channel::mpsc::unbounded::<Arrival<u32>>();
+        let stop = Arc::new(Notify::new());
+        let s = Arc::clone(&stop);
+        let task = tokio::spawn(
+            Arc::clone(&queue).run(rx, 4, log.worker(), async move { s.notified().await }),
+        );
+        let start = Instant::now();
+        queue.add_after(1, Duration::from_secs(10));
+        for _ in 0..5 {
+            tx.unbounded_send(Arrival::Unchanged(1)).unwrap();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        assert_eq!(log.worked(), Vec::<u32>::new(), "the retry waits its delay");
+        until("1 retried", || log.worked() == vec![1]).await;
+        assert!(
+            start.elapsed() >= Duration::from_secs(10),
+            "{:?}",
+            start.elapsed()
+        );
+
+        tx.unbounded_send(Arrival::Unchanged(2)).unwrap();
+        until("2, with nothing waiting, at once", || {
+            log.worked() == vec![1, 2]
+        })
+        .await;
+        queue.add_after(3, Duration::from_secs(10));
+        tx.unbounded_send(Arrival::News(3)).unwrap();
+        until("3's news at once", || log.worked() == vec![1, 2, 3]).await;
+        assert!(
+            start.elapsed() < Duration::from_secs(12),
+            "{:?}",
+            start.elapsed()
+        );
+        stop.notify_one();
+        task.await.unwrap();
     }
 
     /// The wait returned (the log's "retrying in") is the real one when the key is

@@ -330,6 +330,13 @@ impl Store {
         self.read().objects.get(key).map(|o| o.held(key))
     }
 
+    /// The resourceVersion stored for `key`, if it is stored with one.
+    pub fn version(&self, key: &str) -> Option<u64> {
+        let s = self.read();
+        let o = s.objects.get(key)?;
+        (o.flags & HAS_VERSION != 0).then_some(o.version)
+    }
+
     pub fn contains(&self, key: &str) -> bool {
         self.read().objects.contains_key(key)
     }

@@ -1,13 +1,20 @@
 //! Every watch of the process goes through here (the labelled objects or unbound pods, the
 //! webhook configurations, a webhook service's EndpointSlices): kube-runtime's watcher
 //! with the server's selection, which pages the list, resumes from the last
-//! resourceVersion, relists on a 410 event and backs off a failing server (0.8 s to 30 s,
-//! jittered). Around it (`Events`), what a real cluster needs besides:
+//! resourceVersion and relists on a 410 event. Around it (`Events`), what a real cluster
+//! needs besides:
 //!
-//! - a full relist every `--resync-period`, which bounds any blindness (a watch resumed
-//!   from a version the server has not reached since an etcd restore is accepted and
-//!   silent until the revision passes it); before it, a one-item LIST reads the
-//!   server's revision, and a revision lower than one already seen is said out loud;
+//! - one backoff for the watch's whole life (`crate::backoff`: a refused connection about
+//!   once a second, a first 410 at once, else 0.8 s doubling to 30 s), kept across relists:
+//!   the watcher's own backoff lived in its stream, and a relist that replaced the stream
+//!   dropped it (a server answering every watch start 504 was listed 1,250 times a second).
+//!   It starts again once a list succeeds and the watch after it delivers an event, or after
+//!   120 s without a failure: a list followed at once by a failed watch start is no success;
+//! - a full relist every `--resync-period`, counted from the end of the last list and
+//!   never cutting one, which bounds any blindness (a watch resumed from a version the
+//!   server has not reached since an etcd restore is accepted and silent until the
+//!   revision passes it); before it, a one-item LIST reads the server's revision, and a
+//!   revision lower than one already seen is said out loud;
 //! - a relist when a watch start is answered with an HTTP 410 or 504, which the watcher
 //!   alone would retry from the same version for ever;
 //! - `/readyz`, the restart metric and the "watch failed"/"watch recovered" lines, fed
@@ -27,16 +34,13 @@ use std::{
 };
 
 use futures::{StreamExt, stream::BoxStream};
-use kube::{
-    Api, Resource,
-    api::ListParams,
-    runtime::{WatchStreamExt, watcher},
-};
+use kube::{Api, Resource, api::ListParams, runtime::watcher};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
 use crate::{
     admin::Health,
+    backoff::{self, Backoff, Kind},
     failure::describe,
     metrics::{Metrics, WatchCause},
 };
@@ -152,10 +156,16 @@ pub struct Events<K: Resource + 'static> {
     inner: BoxStream<'static, watcher::Result<watcher::Event<K>>>,
     /// When to list everything again; one timer for the watch's life, not one per event.
     resync_at: Pin<Box<tokio::time::Sleep>>,
+    /// A list is under way: the resync waits for its end.
+    listing: bool,
     /// The highest resourceVersion seen, to notice the server's going backwards.
     highest: u64,
     /// Since when, and how many times, the watch has been failing.
     failing: Option<(Instant, u32)>,
+    backoff: Backoff,
+    /// The failures counted before the last list succeeded, while the watch after it has
+    /// delivered nothing: a watch start failing then takes the reset back.
+    unproven: Option<(u32, u32)>,
 }
 
 impl<K> Events<K>
@@ -166,10 +176,13 @@ where
         Events {
             inner: start(&api, &spec),
             resync_at: Box::pin(tokio::time::sleep(spec.resync)),
+            listing: true,
             api,
             spec,
             highest: 0,
             failing: None,
+            backoff: Backoff::default(),
+            unproven: None,
         }
     }
 
@@ -177,7 +190,7 @@ where
         loop {
             let event = tokio::select! {
                 event = self.inner.next() => event,
-                _ = self.resync_at.as_mut() => {
+                _ = self.resync_at.as_mut(), if !self.listing => {
                     self.resync().await;
                     continue;
                 }
@@ -187,10 +200,21 @@ where
                     self.seen(&event);
                     return event;
                 }
-                Some(Err(e)) => self.failed(e),
-                None => self.inner = start(&self.api, &self.spec),
+                Some(Err(e)) => {
+                    let wait = self.failed(e);
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+                None => self.restart(),
             }
         }
+    }
+
+    /// A new watcher: it lists first.
+    fn restart(&mut self) {
+        self.inner = start(&self.api, &self.spec);
+        self.listing = true;
     }
 
     fn seen(&mut self, event: &watcher::Event<K>) {
@@ -203,40 +227,59 @@ where
             s.health.watch_ok(s.index);
         }
         match event {
-            watcher::Event::InitApply(o) | watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+            watcher::Event::InitApply(o) => self.highest = self.highest.max(version(o)),
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
                 self.highest = self.highest.max(version(o));
+                self.unproven = None;
             }
-            watcher::Event::InitDone => s.health.synced(s.index),
-            watcher::Event::Init => {}
+            watcher::Event::InitDone => {
+                s.health.synced(s.index);
+                self.listing = false;
+                let next = tokio::time::Instant::now() + s.resync;
+                self.resync_at.as_mut().reset(next);
+                self.unproven = Some(self.backoff.save());
+                self.backoff.reset();
+            }
+            watcher::Event::Init => self.listing = true,
         }
     }
 
-    fn failed(&mut self, e: watcher::Error) {
+    /// Counts and reports a failure; returns the wait before the next attempt.
+    fn failed(&mut self, e: watcher::Error) -> Duration {
+        let starting = matches!(
+            e,
+            watcher::Error::WatchStartFailed(_) | watcher::Error::WatchError(_)
+        );
+        if let Some(saved) = self.unproven.take()
+            && starting
+        {
+            self.backoff.restore(saved);
+        }
+        let (kind, retry_after) = kind_of(&e);
+        let wait = self.backoff.next(kind, retry_after);
         let s = &self.spec;
         let cause = cause(&e);
         s.metrics.watch_restart(cause);
         let (_, attempts) = self.failing.get_or_insert((Instant::now(), 0));
         *attempts += 1;
         if cause == WatchCause::Expired {
-            info!(resource = %s.name, "resource version expired; listing again");
-            return;
+            info!(resource = %s.name, retry_in = ?wait, "resource version expired; listing again");
+            return wait;
         }
         let why = reason_with(&e, s.rbac_hint);
         s.health.watch_failed(s.index, why.clone());
         let (code, reason) = status_fields(&e);
         warn!(resource = %s.name, error = %why, status.code = code,
-              status.reason = reason.map(tracing::field::display), "watch failed; retrying with backoff");
+              status.reason = reason.map(tracing::field::display), retry_in = ?wait, "watch failed; retrying");
         if needs_relist(&e) {
-            self.inner = start(&self.api, &self.spec);
+            self.restart();
         }
+        wait
     }
 
     /// Reads the server's revision, then lists everything again.
     async fn resync(&mut self) {
         let s = &self.spec;
-        self.resync_at
-            .as_mut()
-            .reset(tokio::time::Instant::now() + s.resync);
         let probe = s.filter.list().limit(1);
         if let Ok(list) = self.api.list(&probe).await
             && let Some(now) = list
@@ -252,7 +295,7 @@ where
             }
             self.highest = now;
         }
-        self.inner = start(&self.api, &self.spec);
+        self.restart();
     }
 }
 
@@ -260,9 +303,23 @@ fn start<K>(api: &Api<K>, spec: &Spec) -> BoxStream<'static, watcher::Result<wat
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    watcher(api.clone(), spec.filter.watcher())
-        .default_backoff()
-        .boxed()
+    // No backoff of the watcher's own: `Events` waits, across relists.
+    watcher(api.clone(), spec.filter.watcher()).boxed()
+}
+
+/// What a watch failure says for the backoff.
+fn kind_of(e: &watcher::Error) -> (Kind, Duration) {
+    match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => backoff::kind_of(e),
+        watcher::Error::WatchError(s) if s.code == 410 => (Kind::Expired, Duration::ZERO),
+        watcher::Error::WatchError(s) => {
+            let after = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
+            (Kind::Other, Duration::from_secs(u64::from(after)))
+        }
+        watcher::Error::NoResourceVersion => (Kind::Other, Duration::ZERO),
+    }
 }
 
 fn version<K: Resource>(obj: &K) -> u64 {

@@ -16,6 +16,7 @@ use crate::{
     admin::Health,
     metrics::Metrics,
     object::Held,
+    queue::Arrival,
     store::{Key, Store},
 };
 
@@ -79,8 +80,9 @@ struct State {
 
 impl Watch {
     /// The keys of objects that need work; `store` is kept up to date first. The stream
-    /// never ends and never yields an error: failures are handled here.
-    pub fn stream(self, store: Arc<Store>) -> impl Stream<Item = Key> + Send + 'static {
+    /// never ends and never yields an error: failures are handled here. A relist's object
+    /// at the version already stored is `Unchanged`: a retry waiting for it stands.
+    pub fn stream(self, store: Arc<Store>) -> impl Stream<Item = Arrival<Key>> + Send + 'static {
         let index = self
             .health
             .add_watch(&self.resource, self.api.resource_url());
@@ -111,7 +113,7 @@ impl Watch {
 }
 
 impl State {
-    async fn next(&mut self) -> Key {
+    async fn next(&mut self) -> Arrival<Key> {
         loop {
             let key = &self.label_key;
             let event = self.events.next().await.modify(|o| o.trim(key));
@@ -122,7 +124,11 @@ impl State {
     }
 
     /// Stores the event's object; its key if it needs work.
-    fn apply(&mut self, event: &watcher::Event<Held>) -> Option<Key> {
+    fn apply(&mut self, event: &watcher::Event<Held>) -> Option<Arrival<Key>> {
+        let before = match event {
+            watcher::Event::InitApply(o) => self.store.version(&o.key()),
+            _ => None,
+        };
         let key = self.store.apply(event, &self.keep);
         match event {
             watcher::Event::Init => self.listed = 0,
@@ -138,7 +144,18 @@ impl State {
             watcher::Event::Apply(_) | watcher::Event::Delete(_) => {}
         }
         match event {
-            watcher::Event::InitApply(o) | watcher::Event::Apply(o) if (self.wanted)(o) => key,
+            watcher::Event::InitApply(o) if (self.wanted)(o) => {
+                let now = o.metadata.meta.resource_version.as_deref();
+                let unchanged = before.is_some() && before == now.and_then(|v| v.parse().ok());
+                key.map(|k| {
+                    if unchanged {
+                        Arrival::Unchanged(k)
+                    } else {
+                        Arrival::News(k)
+                    }
+                })
+            }
+            watcher::Event::Apply(o) if (self.wanted)(o) => key.map(Arrival::News),
             _ => None,
         }
     }
