@@ -16,6 +16,7 @@ const RESTARTS: u32 = 5;
 
 /// Every object `params` selects, page by page.
 pub async fn all(
+    client: &kube::Client,
     api: &Api<Held>,
     params: ListParams,
     url: &str,
@@ -26,7 +27,10 @@ pub async fn all(
     let mut restarts = 0;
     let mut out = Vec::new();
     loop {
-        let page = match discovery::with_retries("LIST", url, deadline, || api.list(&params)).await
+        let page = match discovery::with_retries(client, "LIST", url, deadline, || {
+            api.list(&params)
+        })
+        .await
         {
             Ok(page) => page,
             Err(Error::Kube(kube::Error::Api(s))) if s.code == 410 && restarts < RESTARTS => {

@@ -127,7 +127,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             .api(&clearer.client, args.common.namespace.as_deref());
         let labelled = ListParams::default().labels(&clearer.label_key);
         let objects = tokio::select! {
-            objects = list::all(&api, labelled, &conn.url, Some(timeout)) => objects?,
+            objects = list::all(&conn.client, &api, labelled, &conn.url, Some(timeout)) => objects?,
             _ = stop.requested() => return Ok(interrupted("every labelled object was listed")),
         };
         warn_unused_only(clearer, &args.only, &objects);

@@ -8,35 +8,33 @@ pub use resource::{ResourceSpec, parse_resource};
 
 use std::time::Duration;
 
-use backon::{ExponentialBuilder, Retryable};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
 use kube::{Api, Client, api::ApiResource};
 use tracing::warn;
 
 use crate::{
     Error, Result,
+    backoff::{self, Backoff},
     blocker::Mode,
     client::{is_tls_failure, is_transient},
     failure::{chain, describe},
     object::{Held, Kind},
 };
 
-/// The retry schedule for start-up requests: kube-runtime's watcher default
-/// (0.8 s doubling to 30 s, jittered), so start-up waits exactly as the watch loop does.
-pub fn backoff() -> ExponentialBuilder {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(800))
-        .with_max_delay(Duration::from_secs(30))
-        .with_factor(2.0)
-        .with_jitter()
-        .without_max_times()
-}
+/// How long a 401 or 403 is taken for a server still starting when its `/readyz` answers
+/// the same (and so cannot say whether it is ready). kube-apiserver answers every user 403,
+/// even on `/version` and `/readyz`, for about a second after it starts serving, before its
+/// RBAC policy is in place: an exit there sent the static pod into CrashLoopBackOff.
+pub const STARTING: Duration = Duration::from_secs(60);
 
-/// Runs a start-up request, retrying transient failures with the watcher's backoff;
-/// with a deadline, gives up after it with an `Unreachable` error that gives the last
-/// failure, or says that nothing answered. A deadline of zero tries once and does not
-/// wait (as `kubectl wait --timeout=0`): the one attempt is bounded by `--request-timeout`.
+/// Runs a start-up request, retrying transient failures on the watch's schedule
+/// (`crate::backoff`: a refused connection about once a second, else 0.8 s doubling to 30 s),
+/// and a 401 or 403 while the server is starting (`starting`); with a deadline, gives up after
+/// it with an `Unreachable` error that gives the last failure, or says that nothing answered.
+/// A deadline of zero tries once and does not wait (as `kubectl wait --timeout=0`): the one
+/// attempt is bounded by `--request-timeout`.
 pub async fn with_retries<T, F, Fut>(
+    client: &Client,
     what: &str,
     url: &str,
     deadline: Option<Duration>,
@@ -59,12 +57,7 @@ where
         });
     }
     let last = std::sync::Mutex::new(String::new());
-    let attempt = op.retry(backoff()).when(is_transient).notify(|e, wait| {
-        log_retry(what, url, e, wait);
-        if let Ok(mut l) = last.lock() {
-            *l = describe(e);
-        }
-    });
+    let attempt = retrying(client, what, url, &mut op, &last);
     let result = match deadline {
         Some(d) => match tokio::time::timeout(d, attempt).await {
             Ok(r) => r,
@@ -84,6 +77,77 @@ where
         None => attempt.await,
     };
     result.map_err(|e| describe_failure(what, url, e))
+}
+
+/// The attempts, until one succeeds or fails for good; `last` says the last failure. Our own
+/// loop, not backon's: the wait depends on the failure (a refused connection does not grow
+/// it) and a 401 or 403 needs a look at `/readyz` before it is judged.
+async fn retrying<T, F, Fut>(
+    client: &Client,
+    what: &str,
+    url: &str,
+    op: &mut F,
+    last: &std::sync::Mutex<String>,
+) -> std::result::Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::result::Result<T, kube::Error>>,
+{
+    let mut schedule = Backoff::default();
+    let mut denied_since = None;
+    loop {
+        let e = match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let wait = if is_transient(&e) {
+            let (kind, retry_after) = backoff::kind_of(&e);
+            let wait = schedule.next(kind, retry_after);
+            log_retry(what, url, &e, wait);
+            wait
+        } else if let Some(ready) = starting(client, &e, &mut denied_since).await {
+            let wait = schedule.next(backoff::Kind::Refused, Duration::ZERO);
+            warn!(%url, status.code = code(&e), readyz = %ready, retry_in = ?wait,
+                  "{what}: the API server is starting (its /readyz is not 200 yet) and refuses requests until its RBAC policy is in place; waiting");
+            wait
+        } else {
+            return Err(e);
+        };
+        if let Ok(mut l) = last.lock() {
+            *l = describe(&e);
+        }
+        tokio::time::sleep(wait).await;
+    }
+}
+
+fn code(e: &kube::Error) -> u16 {
+    match e {
+        kube::Error::Api(s) => s.code,
+        _ => 0,
+    }
+}
+
+/// A 401 or 403 from a server that is still starting: its `/readyz` in words when so. While
+/// `/readyz` answers anything but 200 the server is starting; when it answers 401 or 403 too,
+/// for at most `STARTING` from the first such answer (`denied_since`).
+async fn starting(
+    client: &Client,
+    e: &kube::Error,
+    denied_since: &mut Option<std::time::Instant>,
+) -> Option<String> {
+    if !matches!(code(e), 401 | 403) {
+        return None;
+    }
+    let request = http::Request::get("/readyz").body(Vec::new()).ok()?;
+    match client.request_text(request).await {
+        Ok(_) => None,
+        Err(kube::Error::Api(s)) if matches!(s.code, 401 | 403) => {
+            let since = *denied_since.get_or_insert_with(std::time::Instant::now);
+            (since.elapsed() < STARTING).then(|| format!("{} {}", s.code, s.reason))
+        }
+        Err(kube::Error::Api(s)) => Some(format!("{} {}", s.code, s.reason)),
+        Err(other) => Some(chain(&other)),
+    }
 }
 
 /// One WARN line per failed start-up attempt; an API error's code, reason and message
@@ -225,7 +289,10 @@ pub async fn choose_mode(
     deadline: Option<Duration>,
     webhooks: bool,
 ) -> Result<Option<Mode>> {
-    let info = with_retries("GET /version", url, deadline, || client.apiserver_version()).await;
+    let info = with_retries(client, "GET /version", url, deadline, || {
+        client.apiserver_version()
+    })
+    .await;
     let Some(forced) = asked else {
         let info = info?;
         let version = parse_version(&info.major, &info.minor, &info.git_version);
@@ -306,12 +373,12 @@ pub async fn resolve(
 ) -> Result<Target> {
     let group_version = group_version(client, url, spec, deadline).await?;
     let list = if spec.group.is_empty() {
-        with_retries("discovery", url, deadline, || {
+        with_retries(client, "discovery", url, deadline, || {
             client.list_core_api_resources(&group_version)
         })
         .await
     } else {
-        with_retries("discovery", url, deadline, || {
+        with_retries(client, "discovery", url, deadline, || {
             client.list_api_group_resources(&group_version)
         })
         .await
@@ -354,7 +421,10 @@ async fn group_version(
     if let Some(v) = &spec.version {
         return Ok(format!("{}/{v}", spec.group));
     }
-    let groups = with_retries("discovery", url, deadline, || client.list_api_groups()).await?;
+    let groups = with_retries(client, "discovery", url, deadline, || {
+        client.list_api_groups()
+    })
+    .await?;
     let group = groups
         .groups
         .into_iter()

@@ -291,13 +291,15 @@ async fn every_listable_resource(
     deadline: Option<Duration>,
 ) -> Result<Vec<Target>> {
     let mut lists = Vec::new();
-    let core = discovery::with_retries("discovery", url, deadline, || {
+    let core = discovery::with_retries(client, "discovery", url, deadline, || {
         client.list_core_api_resources("v1")
     })
     .await?;
     lists.push(("v1".to_string(), core));
-    let groups =
-        discovery::with_retries("discovery", url, deadline, || client.list_api_groups()).await?;
+    let groups = discovery::with_retries(client, "discovery", url, deadline, || {
+        client.list_api_groups()
+    })
+    .await?;
     for g in groups.groups {
         let Some(gv) = g
             .preferred_version
@@ -306,7 +308,7 @@ async fn every_listable_resource(
             continue;
         };
         let gv = gv.group_version;
-        let list = discovery::with_retries("discovery", url, deadline, || {
+        let list = discovery::with_retries(client, "discovery", url, deadline, || {
             client.list_api_group_resources(&gv)
         })
         .await?;
@@ -353,5 +355,5 @@ async fn list_all(
         return Ok(Vec::new());
     }
     let api = target.api(client, namespace);
-    crate::list::all(&api, ListParams::default(), url, deadline).await
+    crate::list::all(client, &api, ListParams::default(), url, deadline).await
 }

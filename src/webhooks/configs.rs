@@ -76,7 +76,8 @@ pub async fn list_labelled(
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let params = kube::api::ListParams::default().labels(label_key);
     let what = format!("LIST {}", ar.plural);
-    let list = crate::discovery::with_retries(&what, url, deadline, || api.list(&params)).await?;
+    let list =
+        crate::discovery::with_retries(client, &what, url, deadline, || api.list(&params)).await?;
     Ok(list.items)
 }
 

@@ -43,7 +43,8 @@ pub async fn ready_now(
 ) -> crate::Result<usize> {
     let what = format!("LIST endpointslices of {service}");
     let slices =
-        crate::discovery::with_retries(&what, url, deadline, || slices(client, service)).await?;
+        crate::discovery::with_retries(client, &what, url, deadline, || slices(client, service))
+            .await?;
     Ok(ready_count(&slices))
 }
 

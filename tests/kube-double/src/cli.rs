@@ -172,6 +172,7 @@ impl Cli {
                 reject_writes: self.reject_writes.clone(),
                 hang_method: self.hang_method.clone(),
                 hang_count: self.hang_count.unwrap_or(0),
+                starting: false,
             },
             seed: self.seed,
             down_at_start: self.down_at_start,

@@ -136,6 +136,11 @@ pub struct Faults {
     pub hang_method: Option<String>,
     /// How many more requests of `hang_method` hang; decremented as each one does.
     pub hang_count: u32,
+    /// kube-apiserver's first second or so, before its RBAC policy is in place (measured on
+    /// 1.37.2): every request, `/version` and discovery included, answered 403 `forbidden:
+    /// User "U" cannot get path "/P"` (resources: the RBAC message), while `/readyz` answers
+    /// 500 with its checks, `poststarthook/rbac/bootstrap-roles` failing.
+    pub starting: bool,
 }
 
 /// Wire form of [`Faults`] for `PUT /_double/faults` (durations in milliseconds).
@@ -153,6 +158,7 @@ pub struct FaultsWire {
     pub reject_writes: Option<Rejection>,
     pub hang_method: Option<String>,
     pub hang_count: u32,
+    pub starting: bool,
 }
 
 impl From<FaultsWire> for Faults {
@@ -169,6 +175,7 @@ impl From<FaultsWire> for Faults {
             reject_writes: w.reject_writes,
             hang_method: w.hang_method,
             hang_count: w.hang_count,
+            starting: w.starting,
         }
     }
 }
@@ -187,6 +194,7 @@ impl From<&Faults> for FaultsWire {
             reject_writes: f.reject_writes.clone(),
             hang_method: f.hang_method.clone(),
             hang_count: f.hang_count,
+            starting: f.starting,
         }
     }
 }

@@ -179,10 +179,37 @@ async fn respond(
         Ok(c) => c,
         Err(e) => return error_response(&e),
     };
+    if faults.starting {
+        return starting(&caller, method, path, query);
+    }
     match route(shared, method, path, query, headers, body, &caller).await {
         Ok(r) => r,
         Err(e) => error_response(&e),
     }
+}
+
+/// An answer of a server still starting (`Faults::starting`): its health checks failing, every
+/// other request forbidden as its authorizer answers before the RBAC policy is in place.
+fn starting(
+    caller: &Caller,
+    method: &Method,
+    path: &str,
+    query: &HashMap<String, String>,
+) -> Response<Body> {
+    if matches!(path, "/readyz" | "/healthz" | "/livez") {
+        let checks = "[+]ping ok\n[+]log ok\n[+]etcd ok\n[+]informer-sync ok\n\
+                      [-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n\
+                      [+]poststarthook/bootstrap-controller ok\n";
+        let mut r = Response::new(full(format!("{checks}{} check failed\n", &path[1..])));
+        *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        return r;
+    }
+    let verb = request_kind(method, path, query).unwrap_or("get");
+    error_response(&status::forbidden_path(&caller.user, verb, path))
 }
 
 /// The request's verb as the API server's RequestInfo names it (`watch`, `list`, `get`,

@@ -1,0 +1,91 @@
+//! Start-up against a server that is itself starting: kube-apiserver answers every user 403,
+//! `/version` included, for about a second after it starts serving (before its RBAC policy is
+//! in place), while its `/readyz` answers 500. That is a wait, never an exit (the static pod
+//! crash-looped on it); a 403 that persists once `/readyz` is 200 is still the RBAC error.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use kube_double::{Config, Faults};
+
+const GATE: &str = "kueue.x-k8s.io/admission";
+
+fn starting(on: bool) -> Faults {
+    Faults {
+        starting: on,
+        ..Faults::default()
+    }
+}
+
+#[tokio::test]
+async fn a_403_while_the_server_starts_is_a_wait_not_an_exit() {
+    let bed = Bed::modern().await;
+    bed.double
+        .create("pods", "default", gated_pod("early-1", true, &[GATE]))
+        .unwrap();
+    bed.double.set_faults(starting(true));
+    let mut m = bed.metainit(&[]);
+    m.logged("the wait said why", |l| {
+        l.contains("the API server is starting") && l.contains("readyz=500")
+    })
+    .await;
+    // Held a while: the process waits, and asks about once a second.
+    bed.double.clear_requests();
+    let held = Duration::from_secs(5);
+    tokio::time::sleep(held).await;
+    assert!(
+        m.child.try_wait().expect("try_wait").is_none(),
+        "metainit exited while the server was starting: {:#?}",
+        m.log()
+    );
+    let versions = bed
+        .double
+        .requests()
+        .iter()
+        .filter(|r| r.path_and_query == "/version" && r.status == 403)
+        .count();
+    // About one a second (0.8 to 1.2 s apart): at most 7 in 5 s, and at least 3.
+    assert!(
+        (3..=7).contains(&versions),
+        "{versions} GET /version answered 403 in 5 s"
+    );
+    bed.double.set_faults(starting(false));
+    eventually(
+        "cleared once the server is up",
+        Duration::from_secs(10),
+        || {
+            bed.double
+                .get("pods", "default", "early-1")
+                .is_some_and(|p| gates(&p).is_empty())
+        },
+    )
+    .await;
+    assert!(
+        !m.log().iter().any(|l| l.contains("grant the permissions")),
+        "the RBAC advice is not the cause here: {:#?}",
+        m.log()
+    );
+    assert!(m.stop().await.success());
+}
+
+/// A 403 once the server is ready: RBAC is missing, and the message says what to grant.
+#[tokio::test]
+async fn a_403_from_a_ready_server_still_exits_2_with_the_rbac_advice() {
+    let bed = Bed::as_user(Config::modern(), &["get pods", "watch pods", "patch pods"]).await;
+    let args = [
+        "--kubeconfig",
+        bed.kubeconfig.to_str().unwrap(),
+        "--once",
+        "--timeout",
+        "20s",
+    ];
+    let (code, _, err) = run_to_end(&args, Duration::from_secs(30)).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("LIST: forbidden")
+            && err.contains("grant the permissions in manifests/rbac.yaml"),
+        "{err}"
+    );
+}
