@@ -103,6 +103,7 @@ fn no_hot_loop(cp: &ControlPlane, what: &str) {
 async fn kube_apiserver_killed_and_started_again_after_10s() {
     let (cp, ns, metainit, addr) = running().await;
     cp.stop("kube-apiserver");
+    let stopped = Instant::now();
     let body = ready(&addr, 503).await;
     // Refused, or reset when the server died under an open watch: either way a connection.
     assert!(
@@ -129,8 +130,15 @@ async fn kube_apiserver_killed_and_started_again_after_10s() {
         .collect();
     println!("kube-apiserver restart: {causes:?}");
     let restarts = counter_sum(&metrics, "metainit_watch_restarts_total");
-    // The watcher backs off 0.8 s to 30 s, jittered: a handful of tries in 10 s.
-    assert!(restarts <= 10.0, "{restarts} watch restarts in about 10 s");
+    // A refused connection is tried again about once a second (0.8 s at the least), so that
+    // metainit is back within a second of the server (src/backoff.rs); what else failed
+    // (the cut stream, the restarted server's 410) adds a few.
+    let down = stopped.elapsed().as_secs_f64();
+    let bound = (down / 0.8).ceil() + 4.0;
+    assert!(
+        restarts <= bound,
+        "{restarts} watch restarts in {down:.1} s, above {bound}"
+    );
     no_hot_loop(&cp, "kube-apiserver restart");
     assert!(metainit.stop().await.success());
 }

@@ -108,7 +108,7 @@ where
         } else if let Some(ready) = starting(client, &e, &mut denied_since).await {
             let wait = schedule.next(backoff::Kind::Refused, Duration::ZERO);
             warn!(%url, status.code = code(&e), readyz = %ready, retry_in = ?wait,
-                  "{what}: the API server is starting (its /readyz is not 200 yet) and refuses requests until its RBAC policy is in place; waiting");
+                  "{what}: the API server is starting (its /readyz is not 200 yet): a 401 or 403 now is its start-up, not missing RBAC; waiting");
             wait
         } else {
             return Err(e);
@@ -145,7 +145,11 @@ async fn starting(
             let since = *denied_since.get_or_insert_with(std::time::Instant::now);
             (since.elapsed() < STARTING).then(|| format!("{} {}", s.code, s.reason))
         }
-        Err(kube::Error::Api(s)) => Some(format!("{} {}", s.code, s.reason)),
+        // Its checks as text: the first one failing says what it waits for.
+        Err(kube::Error::Api(s)) => Some(match s.message.lines().find(|l| l.starts_with("[-]")) {
+            Some(check) => format!("{} {check}", s.code),
+            None => s.code.to_string(),
+        }),
         Err(other) => Some(chain(&other)),
     }
 }
