@@ -26,6 +26,7 @@ use crate::{
     object::Held,
     retry, setup,
     shutdown::Shutdown,
+    validation::later,
     webhooks::once::Tally,
 };
 
@@ -148,7 +149,7 @@ impl Pass {
         }
         let events_wait = match self.stopping {
             Some(since) => {
-                (since + args.shutdown_timeout).saturating_duration_since(Instant::now())
+                later(since, args.shutdown_timeout).saturating_duration_since(Instant::now())
             }
             None => timeout,
         };
@@ -182,7 +183,7 @@ impl Pass {
         let timeout = args.common.timeout;
         let deadline = *self
             .deadline
-            .get_or_insert_with(|| Instant::now() + timeout);
+            .get_or_insert_with(|| later(Instant::now(), timeout));
         let mut results = futures::stream::iter(objects)
             .map(|obj| async move {
                 if stop.is_requested() {
@@ -193,7 +194,9 @@ impl Pass {
             .buffer_unordered(usize::from(args.concurrency));
         let mut seen = 0;
         loop {
-            let grace = self.stopping.map(|since| since + args.shutdown_timeout);
+            let grace = self
+                .stopping
+                .map(|since| later(since, args.shutdown_timeout));
             tokio::select! {
                 r = results.next() => match r {
                     Some(Some(r)) => { seen += 1; self.total.add(&r) }

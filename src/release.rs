@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::{
     blocker::{self, Decision},
     object::Held,
+    validation::later,
 };
 
 /// `--release-gate NAME=AGE`: gate NAME goes once its pod is older than `after`.
@@ -236,7 +237,7 @@ impl Pace {
             return Err(at - now);
         }
         let at = s.next.max(now);
-        s.next = at + self.every;
+        s.next = later(at, self.every);
         if at <= now {
             return Ok(());
         }

@@ -1,5 +1,7 @@
 //! Pure checks of user input against Kubernetes' naming rules, and a duration parser.
 //! Each returns the rule that was broken, so the caller can name the flag and the value.
+//! Durations have a bound (`MAX_DURATION`), and `later` adds one to a clock's reading
+//! without the panic of `Instant + Duration`, whatever reaches it.
 
 use std::time::Duration;
 
@@ -103,7 +105,29 @@ pub fn blocker_name(s: &str) -> Result<(), String> {
     }
 }
 
+/// The longest duration a flag takes: ten years, far beyond any timeout, period or age
+/// that makes sense, and small enough that adding it to any clock's reading cannot
+/// overflow (`Instant + Duration` panics when it does).
+pub const MAX_DURATION: Duration = Duration::from_secs(87_600 * 3600);
+
+/// What a duration beyond `MAX_DURATION` is told.
+pub const DURATION_TOO_LONG: &str = "a duration is at most 87600h (10 years)";
+
+/// The instant `d` after `from`, or as far as the clock goes: `Instant + Duration`
+/// panics on overflow, which `MAX_DURATION` rules out for a flag's value; this rules it
+/// out for any duration.
+pub fn later(from: tokio::time::Instant, mut d: Duration) -> tokio::time::Instant {
+    loop {
+        if let Some(at) = from.checked_add(d) {
+            return at;
+        }
+        // Halving ends: `from + 0` is `from`.
+        d /= 2;
+    }
+}
+
 /// Parses a duration written as Kubernetes and Go do: `500ms`, `30s`, `5m`, `1h30m`.
+/// At most `MAX_DURATION`: a longer one is refused, never saturated.
 pub fn duration(s: &str) -> Result<Duration, String> {
     const RULE: &str = "a duration is a number followed by a unit, ms, s, m or h, repeated (e.g. '30s', '5m', '1h30m')";
     let mut rest = s.trim();
@@ -118,19 +142,27 @@ pub fn duration(s: &str) -> Result<Duration, String> {
         if digits == 0 {
             return Err(RULE.into());
         }
-        let n: u64 = rest[..digits].parse().map_err(|_| RULE.to_string())?;
+        // Nothing but ASCII digits: the only way to fail is a number beyond u64.
+        let n: Option<u64> = rest[..digits].parse().ok();
         rest = &rest[digits..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit())
             .unwrap_or(rest.len());
-        let step = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.saturating_mul(60)),
-            "h" => Duration::from_secs(n.saturating_mul(3600)),
+        let secs_per = match &rest[..unit_len] {
+            "ms" => None,
+            "s" => Some(1),
+            "m" => Some(60),
+            "h" => Some(3600),
             _ => return Err(RULE.into()),
         };
-        total = total.saturating_add(step);
+        let step = n.and_then(|n| match secs_per {
+            None => Some(Duration::from_millis(n)),
+            Some(per) => n.checked_mul(per).map(Duration::from_secs),
+        });
+        total = step
+            .and_then(|step| total.checked_add(step))
+            .filter(|t| *t <= MAX_DURATION)
+            .ok_or(DURATION_TOO_LONG)?;
         rest = &rest[unit_len..];
     }
     Ok(total)
@@ -208,5 +240,42 @@ mod tests {
         for bad in ["", "s", "10", "10x", "1.5h", "-1s", "m5"] {
             assert!(duration(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn durations_have_a_bound_and_are_never_saturated() {
+        assert_eq!(duration("87600h"), Ok(MAX_DURATION));
+        assert_eq!(duration("87599h60m"), Ok(MAX_DURATION));
+        assert_eq!(duration("315360000000ms"), Ok(MAX_DURATION));
+        let too_long = Err(DURATION_TOO_LONG.to_string());
+        for huge in [
+            "87600h1ms",
+            "87601h",
+            "5256001m",
+            "99999999999999999h",
+            "18446744073709551615h",
+            "18446744073709551616s",
+            "99999999999999999999999999h",
+            "87600h87600h",
+            "18446744073709551615s18446744073709551615s",
+        ] {
+            assert_eq!(duration(huge), too_long, "{huge:?}");
+        }
+        // The bound is one any clock can take.
+        assert!(
+            std::time::Instant::now()
+                .checked_add(MAX_DURATION)
+                .is_some()
+        );
+        assert!(
+            tokio::time::Instant::now()
+                .checked_add(MAX_DURATION)
+                .is_some()
+        );
+        let now = tokio::time::Instant::now();
+        assert_eq!(later(now, MAX_DURATION), now + MAX_DURATION);
+        assert!(later(now, Duration::MAX) >= now + MAX_DURATION);
+        // A malformed value is still told the form, not the bound.
+        assert_ne!(duration("99999999999999999x"), too_long);
     }
 }

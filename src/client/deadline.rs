@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
 
 use super::{RequestTimeout, guard::is_watch};
+use crate::validation::later;
 
 #[derive(Clone)]
 pub(super) struct DeadlineLayer(pub(super) Duration);
@@ -53,7 +54,7 @@ where
     fn call(&mut self, req: Request<Body>) -> Self::Future {
         let limit = self.limit;
         let bounded = !(limit.is_zero() || is_watch(&req));
-        let deadline = Instant::now() + limit;
+        let deadline = later(Instant::now(), limit);
         let fut = self.inner.call(req);
         Box::pin(async move {
             let res = fut.await?;

@@ -20,6 +20,7 @@ use crate::{
     queue::Queue,
     release::{self, Releaser, Verdict},
     store::{Key, Store},
+    validation::later,
 };
 
 /// What the work on one object needs: the clearer, the store, the objects seen pending,
@@ -115,7 +116,7 @@ pub async fn work(key: Key, ctx: Arc<Ctx>) {
     match reconcile(&obj, &key, &ctx).await {
         Ok(None) => {}
         // A gate's age, or its turn under --release-rate: a timer, not a retry.
-        Ok(Some(wait)) => ctx.queue.add_at(key, Instant::now() + wait),
+        Ok(Some(wait)) => ctx.queue.add_at(key, later(Instant::now(), wait)),
         Err(f) => {
             let (failures, backoff) = retry_delay(&ctx.tracks, &key, obj.uid(), &f);
             let id = key.to_string();

@@ -27,7 +27,9 @@ use super::{
     patch,
     record::{Record, records_of},
 };
-use crate::{clear, events::Sink, failure::Failure, metrics::Metrics, queue::Queue};
+use crate::{
+    clear, events::Sink, failure::Failure, metrics::Metrics, queue::Queue, validation::later,
+};
 
 /// What one look at a configuration did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +112,7 @@ impl Engine {
             Ok(look) => {
                 lock(&self.failures).remove(&key);
                 if let Some(wait) = look.wait {
-                    queue.add_at(key, Instant::now() + wait);
+                    queue.add_at(key, later(Instant::now(), wait));
                 }
             }
             Err(f) => {

@@ -20,7 +20,10 @@ use tokio::time::Instant;
 use tracing::info;
 
 use super::{ConfigKind, Engine, Look, Settings, Source, configs, decide, key_of};
-use crate::{Result, events::Sink, failure::Failure, metrics::Metrics, retry, shutdown::Shutdown};
+use crate::{
+    Result, events::Sink, failure::Failure, metrics::Metrics, retry, shutdown::Shutdown,
+    validation::later,
+};
 
 /// Tallies of one `--once` pass over the webhook configurations.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -79,7 +82,7 @@ pub async fn run(
     timeout: Duration,
     stop: Shutdown,
 ) -> Result<Tally> {
-    let deadline = Instant::now() + timeout;
+    let deadline = later(Instant::now(), timeout);
     let (stores, mut writers, keys, listed) = tokio::select! {
         state = list(&client, &settings.label_key, url, timeout) => state?,
         _ = stop.requested() => return Ok(Tally { unlisted: true, ..Tally::default() }),
