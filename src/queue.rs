@@ -13,14 +13,17 @@
 use ahash::RandomState;
 use std::{
     collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    fmt::Debug,
     future::Future,
     hash::Hash,
+    panic::AssertUnwindSafe,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
 
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use tokio::{sync::Notify, time::Instant};
+use tracing::error;
 
 /// A key from the queue's source: news, worked on now even where a retry waits for it; or
 /// an object a relist found as it was, whose waiting retry or timer stands (a relist is no
@@ -274,6 +277,33 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         (s.processing.len(), s.dirty.len())
     }
 
+    /// One worker: the next ready key, its work, and the key done, until the queue closes.
+    /// A panic in the work (a bug) is caught and logged: the key is done, to be worked on
+    /// again when it is added again (its next change, the next resync), and the worker
+    /// goes on. Otherwise the key would stay in `processing` for ever and the pool lose a
+    /// worker each time. Release builds abort on a panic instead (Cargo.toml), and the
+    /// kubelet or the Deployment restarts the process.
+    async fn worker<F, Fut>(self: Arc<Self>, work: Arc<F>)
+    where
+        K: Debug,
+        F: Fn(K) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        while let Some(key) = self.next().await {
+            if let Err(panic) = AssertUnwindSafe(work(key.clone())).catch_unwind().await {
+                let message = (panic.downcast_ref::<&str>().copied())
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("(not a string)");
+                error!(key = ?key, panic = message, "the work on a key panicked; the key is done until it is added again");
+            }
+            self.done(&key);
+            // Lets what the work left behind run before the next key: hyper hands a
+            // connection back to its pool from a task of its own, and without this the
+            // next request finds none idle and opens another.
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// Adds the keys `source` yields and works on them with `concurrency` workers, as
     /// client-go's controllers do: each worker takes the next ready key as soon as it is
     /// done with one, so in a burst no task waits to be woken for a key. Until `stop`
@@ -285,6 +315,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         work: F,
         stop: impl Future<Output = ()>,
     ) where
+        K: Debug,
         F: Fn(K) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
         A: Into<Arrival<K>>,
@@ -292,17 +323,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         let work = Arc::new(work);
         let mut workers = tokio::task::JoinSet::new();
         for _ in 0..concurrency.max(1) {
-            let (queue, work) = (Arc::clone(&self), Arc::clone(&work));
-            workers.spawn(async move {
-                while let Some(key) = queue.next().await {
-                    work(key.clone()).await;
-                    queue.done(&key);
-                    // Lets what the work left behind run before the next key: hyper hands
-                    // a connection back to its pool from a task of its own, and without
-                    // this the next request finds none idle and opens another.
-                    tokio::task::yield_now().await;
-                }
-            });
+            workers.spawn(Arc::clone(&self).worker(Arc::clone(&work)));
         }
         tokio::pin!(stop);
         tokio::pin!(source);
@@ -687,5 +708,45 @@ mod tests {
         queue.add(3);
         queue.add_after(4, Duration::from_millis(1));
         assert_eq!(queue.counts(), (0, 1), "closed: nothing more is queued");
+    }
+
+    /// A unit of work that panics (a bug) neither ends its worker nor pins its key: with
+    /// one worker, the keys after it are still worked on, nothing stays in `processing`,
+    /// and the key is worked on again when it is added again.
+    #[tokio::test(start_paused = true)]
+    async fn a_panic_in_the_work_neither_kills_the_worker_nor_pins_the_key() {
+        let queue = Queue::new(1);
+        let worked = Arc::new(Mutex::new(Vec::new()));
+        let panicked = Arc::new(AtomicUsize::new(0));
+        let (w, p) = (Arc::clone(&worked), Arc::clone(&panicked));
+        let work = move |key: u32| {
+            let (w, p) = (Arc::clone(&w), Arc::clone(&p));
+            async move {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                if key == 2 && p.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("a bug on key 2");
+                }
+                w.lock().unwrap().push(key);
+            }
+        };
+        let stop = Arc::new(Notify::new());
+        let s = Arc::clone(&stop);
+        let source = futures::stream::iter([1, 2, 3, 4]).chain(futures::stream::pending());
+        let task = tokio::spawn(
+            Arc::clone(&queue).run(source, 1, work, async move { s.notified().await }),
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(panicked.load(Ordering::SeqCst), 1);
+        assert_eq!(*worked.lock().unwrap(), vec![1, 3, 4], "the worker went on");
+        assert_eq!(queue.counts(), (0, 0), "key 2 is not left in processing");
+        queue.add(2);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            *worked.lock().unwrap(),
+            vec![1, 3, 4, 2],
+            "2 is worked on again"
+        );
+        stop.notify_one();
+        task.await.unwrap();
     }
 }
