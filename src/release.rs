@@ -202,7 +202,8 @@ pub fn patch(pod: &Held, due: &[Due]) -> Option<blocker::Patch> {
 }
 
 /// `--release-rate`: releases spaced `every` apart across the process. A pod whose turn
-/// is later holds a reservation until it comes back for it.
+/// is later holds a reservation until it comes back for it; the reservation is its own,
+/// by uid, not its name's.
 pub struct Pace {
     every: Duration,
     state: Mutex<PaceState>,
@@ -211,8 +212,10 @@ pub struct Pace {
 struct PaceState {
     /// When the next free slot is.
     next: Instant,
-    /// Reservations by pod (`namespace/name`, the store's own key): its slot.
-    held: HashMap<Arc<str>, Instant, ahash::RandomState>,
+    /// Reservations by pod name (`namespace/name`, the store's own key): the uid of the
+    /// pod that holds it and its slot. A pod re-created under the name has another uid
+    /// and does not inherit the slot.
+    held: HashMap<Arc<str>, (Option<Box<str>>, Instant), ahash::RandomState>,
 }
 
 impl Pace {
@@ -226,22 +229,31 @@ impl Pace {
         }
     }
 
-    /// A slot for `key`: `Ok` to release now, or how long until its reserved slot.
-    pub fn slot(&self, key: &Arc<str>, now: Instant) -> Result<(), Duration> {
+    /// A slot for the pod `key` with `uid`: `Ok` to release now, or how long until its
+    /// reserved slot. A reservation made for another uid (a pod deleted and re-created
+    /// under the name) is dropped, not used: the new pod takes the next slot, in order.
+    pub fn slot(&self, key: &Arc<str>, uid: Option<&str>, now: Instant) -> Result<(), Duration> {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(at) = s.held.get(key).copied() {
-            if at <= now {
-                s.held.remove(key);
-                return Ok(());
+        match s.held.get(key) {
+            Some((held_by, at)) if held_by.as_deref() == uid => {
+                let at = *at;
+                if at <= now {
+                    s.held.remove(key);
+                    return Ok(());
+                }
+                return Err(at - now);
             }
-            return Err(at - now);
+            Some(_) => {
+                s.held.remove(key);
+            }
+            None => {}
         }
         let at = s.next.max(now);
         s.next = later(at, self.every);
         if at <= now {
             return Ok(());
         }
-        s.held.insert(key.clone(), at);
+        s.held.insert(key.clone(), (uid.map(Box::from), at));
         Err(at - now)
     }
 
@@ -478,27 +490,55 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_pace_spaces_releases_and_keeps_each_reservation() {
         let pace = Pace::new(parse_rate("60/m").unwrap());
-        let k = |s: &str| Arc::<str>::from(s);
+        let slot = |name: &str, now| pace.slot(&Arc::from(name), Some("u"), now);
         let t0 = Instant::now();
-        assert_eq!(pace.slot(&k("a"), t0), Ok(()), "the first goes at once");
-        assert_eq!(pace.slot(&k("b"), t0), Err(Duration::from_secs(1)));
-        assert_eq!(pace.slot(&k("c"), t0), Err(Duration::from_secs(2)));
+        assert_eq!(slot("a", t0), Ok(()), "the first goes at once");
+        assert_eq!(slot("b", t0), Err(Duration::from_secs(1)));
+        assert_eq!(slot("c", t0), Err(Duration::from_secs(2)));
         // b asks again early: same slot, not a new one.
         assert_eq!(
-            pace.slot(&k("b"), t0 + Duration::from_millis(500)),
+            slot("b", t0 + Duration::from_millis(500)),
             Err(Duration::from_millis(500))
         );
-        assert_eq!(pace.slot(&k("b"), t0 + Duration::from_secs(1)), Ok(()));
+        assert_eq!(slot("b", t0 + Duration::from_secs(1)), Ok(()));
         // c's reservation dropped: its slot is not reused, the next one is after it.
         pace.forget("c");
         assert_eq!(
-            pace.slot(&k("d"), t0 + Duration::from_secs(1)),
+            slot("d", t0 + Duration::from_secs(1)),
             Err(Duration::from_secs(2))
         );
         // After a quiet spell the next goes at once: no burst is saved up.
         let later = t0 + Duration::from_secs(100);
-        assert_eq!(pace.slot(&k("e"), later), Ok(()));
-        assert_eq!(pace.slot(&k("f"), later), Err(Duration::from_secs(1)));
+        assert_eq!(slot("e", later), Ok(()));
+        assert_eq!(slot("f", later), Err(Duration::from_secs(1)));
+    }
+
+    /// A pod deleted and re-created under the same name is a new pod: it does not take
+    /// the old one's reservation, passed or not, but the next free slot, in order.
+    #[tokio::test(start_paused = true)]
+    async fn a_pod_re_created_under_the_same_name_gets_a_fresh_slot() {
+        let pace = Pace::new(parse_rate("60/m").unwrap());
+        let t0 = Instant::now();
+        // `uid` asks for a slot at `ms` after t0: `Ok`, or the wait in ms.
+        let slot = |name: &str, uid: &str, ms: u64| {
+            let now = t0 + Duration::from_millis(ms);
+            (pace.slot(&Arc::from(name), Some(uid), now)).map_err(|w| w.as_millis())
+        };
+        assert_eq!(slot("ns/a", "a1", 0), Ok(()));
+        assert_eq!(slot("ns/b", "b1", 0), Err(1000));
+        assert_eq!(slot("ns/c", "c1", 0), Err(2000));
+        // b re-created before its slot: not b1's slot (at 1s), the next one (at 3s).
+        assert_eq!(slot("ns/b", "b2", 500), Err(2500));
+        assert_eq!(slot("ns/b", "b2", 1000), Err(2000), "b1's slot is not b2's");
+        assert_eq!(slot("ns/c", "c1", 2000), Ok(()));
+        assert_eq!(slot("ns/b", "b2", 3000), Ok(()));
+        // d re-created after its slot passed: the passed slot is not used at once, the
+        // new d goes after e, which asked meanwhile.
+        assert_eq!(slot("ns/d", "d1", 3000), Err(1000));
+        assert_eq!(slot("ns/e", "e1", 3000), Err(2000));
+        assert_eq!(slot("ns/d", "d2", 5000), Err(1000), "not d1's passed slot");
+        assert_eq!(slot("ns/e", "e1", 5000), Ok(()));
+        assert_eq!(slot("ns/d", "d2", 6000), Ok(()));
     }
 
     #[test]

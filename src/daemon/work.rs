@@ -192,7 +192,7 @@ async fn release(
         }
         return Ok(None);
     }
-    if let Err(wait) = r.pace.slot(id, Instant::now()) {
+    if let Err(wait) = r.pace.slot(id, obj.uid(), Instant::now()) {
         return Ok(Some(wait));
     }
     let Some(patch) = release::patch(obj, &due) else {
