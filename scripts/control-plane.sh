@@ -4,6 +4,7 @@
 # (tests/control-plane/go.mod pins the versions) and started as envtest starts them.
 #
 #   bash scripts/control-plane.sh build              # once; cached outside the repo
+#   bash scripts/control-plane.sh bin                # builds if needed; prints where the binaries are
 #   eval "$(bash scripts/control-plane.sh up)"       # starts one; prints its env
 #   bash scripts/control-plane.sh env [DIR]          # the env of a running one
 #   bash scripts/control-plane.sh stop|start etcd|kube-apiserver|kube-scheduler [DIR]
@@ -342,6 +343,7 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
   build) build ;;
+  bin) build >&2 && echo "$bin" ;;
   up) dir=; up "$@" ;;
   env | down | check-network)
     dir=${1:-${METAINIT_CONTROL_PLANE:-}}
@@ -365,7 +367,7 @@ case $cmd in
     fi
     ;;
   *)
-    sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac
