@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# A real control-plane node on loopback, for the tests and by hand, laid out as kubeadm lays
+# one out: containerd and runc (Debian's), a kubelet (built from tests/node/go.mod, the same
+# Kubernetes as tests/control-plane/go.mod) whose manifests directory holds etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler and metainit as static pods, every
+# image built here (never pulled) and imported into containerd's k8s.io namespace.
+#
+#   bash scripts/node.sh build                      # once; cached outside the repo
+#   eval "$(bash scripts/node.sh up [--owner PID] [--without-metainit])"
+#   bash scripts/node.sh env [DIR]                  # the env of a running one
+#   bash scripts/node.sh stop|start kubelet|containerd [DIR]
+#   bash scripts/node.sh check-network [DIR]        # fails if anything dialled off loopback
+#   bash scripts/node.sh down [DIR]                 # stops it, removes DIR, restores sysctls
+#
+# `up` prints, as `export` lines: METAINIT_NODE (the directory), NODE_ADMIN (an admin's
+# kubeconfig), NODE_SERVER, NODE_NAME, NODE_MANIFESTS (the kubelet's staticPodPath),
+# NODE_METAINIT_MANIFEST (what was written there for metainit, from manifests/metainit.yaml
+# with only its image and host path changed).
+#
+# What runs, and why so:
+# - containerd 1.6 from Debian (kubelet 1.37 warns that it lacks the RuntimeConfig call; 1.38
+#   will refuse it: then containerd 2 from its Go module). Its own root, state, socket and
+#   config under DIR; `restrict_oom_score_adj` (no process here may lower an oom_score_adj).
+# - Every pod is hostNetwork; containerd's CNI configuration is the loopback plugin alone, so
+#   the runtime reports its network ready and nothing gets an address: nothing dials outside
+#   127.0.0.0/8 (`check-network` reads the kubelet's and containerd's logs too).
+# - kube-controller-manager runs the deployment, replicaset, serviceaccount,
+#   serviceaccount-token and root-ca-cert-publisher (kube-root-ca.crt, which every pod's
+#   token volume needs) controllers only. Not the node lifecycle controller: the not-ready
+#   taint that TaintNodesByCondition puts on a new Node is lifted by `up` once the kubelet
+#   reports the Node Ready, and nothing evicts pods when the kubelet stops for a restart.
+# - The kubelet as kubeadm configures it (client certificate for system:node:NAME in
+#   system:nodes, NodeRestriction, authentication by client certificate and authorization by
+#   Webhook), plus what this machine needs, each commented in its configuration file.
+set -Eeuo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+module=$here/tests/node
+export GOFLAGS="-mod=readonly -buildvcs=false"
+node_name=node-1
+
+say() { echo "node: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$module/go.mod")
+[ -n "$k8s_version" ] || die "cannot read the Kubernetes version in $module/go.mod"
+key=$( (echo recipe 1; cat "$module/go.mod" "$module/go.sum" "$module/installer/main.go") | sha256sum | cut -c1-12)
+cache=${METAINIT_NODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metainit/node}
+bin=$cache/kubernetes-$k8s_version-$key
+
+# One concern a file: the build and the images, certificates and kubeconfigs, the static
+# pods, containerd and the kubelet, and up/down.
+# shellcheck source=scripts/node/build.sh
+. "$here/scripts/node/build.sh"
+# shellcheck source=scripts/node/pki.sh
+. "$here/scripts/node/pki.sh"
+# shellcheck source=scripts/node/pods.sh
+. "$here/scripts/node/pods.sh"
+# shellcheck source=scripts/node/runtime.sh
+. "$here/scripts/node/runtime.sh"
+# shellcheck source=scripts/node/lifecycle.sh
+. "$here/scripts/node/lifecycle.sh"
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case $cmd in
+  build) build ;;
+  up) dir=; up "$@" ;;
+  env | down | check-network)
+    dir=${1:-${METAINIT_NODE:-}}
+    [ -n "$dir" ] || die "which node? give its directory or set METAINIT_NODE"
+    case $cmd in env) env_of ;; down) down ;; check-network) check_network ;; esac
+    ;;
+  stop | start)
+    what=${1:-}
+    dir=${2:-${METAINIT_NODE:-}}
+    case $what in kubelet | containerd) ;; *) die "$cmd what? kubelet or containerd" ;; esac
+    [ -d "$dir" ] || die "which node? give its directory or set METAINIT_NODE"
+    if [ "$cmd" = stop ]; then stop "$what"; else "start_$what"; fi
+    ;;
+  *)
+    sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+    exit 2
+    ;;
+esac

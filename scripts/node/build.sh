@@ -1,0 +1,122 @@
+# shellcheck shell=bash
+# The node's binaries and images (sourced by scripts/node.sh): kubelet,
+# kube-controller-manager and the test's installer built static from tests/node/go.mod (the
+# installer's source is part of the cache key), the pause binary from the same
+# module's build/pause/linux/pause.c, and FROM scratch images of the control plane, pause and
+# metainit (the Dockerfile's final stage, as scripts/image-check.sh builds it).
+
+# The version a release build stamps (k8s.io/kubernetes's hack/lib/version.sh).
+node_ldflags() {
+  local minor date flags=
+  minor=$(echo "$k8s_version" | cut -d. -f2)
+  date=$(cd "$module" && go mod download -json "k8s.io/kubernetes@$k8s_version" |
+    python3 -c 'import json, sys; print(json.load(open(json.load(sys.stdin)["Info"]))["Time"])')
+  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    flags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.buildDate=$date"
+  done
+  echo "$flags"
+}
+
+build() {
+  if [ -x "$bin/kubelet" ] && [ -x "$bin/kube-controller-manager" ] && [ -x "$bin/pause" ] &&
+    [ -x "$bin/installer" ]; then
+    say "built already: $bin"
+    return 0
+  fi
+  command -v go >/dev/null || die "go is not installed (it builds the kubelet)"
+  command -v gcc >/dev/null || die "gcc is not installed (it builds the pause binary)"
+  local start=$SECONDS tmp src
+  mkdir -p "$cache"
+  tmp=$(mktemp -d "$cache/build.XXXXXX")
+  say "downloading modules for Kubernetes $k8s_version"
+  (cd "$module" && go mod download)
+  say "building kubelet and kube-controller-manager (two cores: several minutes the first time)"
+  (
+    cd "$module" || exit 1
+    # Static, as Kubernetes releases them: kube-controller-manager runs FROM scratch.
+    CGO_ENABLED=0 go build -trimpath -ldflags "$(node_ldflags)" -o "$tmp/" \
+      k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager
+    # The installer whose deadlock tests/node.rs breaks (tests/node/installer).
+    CGO_ENABLED=0 go build -trimpath -o "$tmp/installer" ./installer
+  )
+  src=$(cd "$module" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  gcc -Os -static -DVERSION="$k8s_version" -o "$tmp/pause" "$src/build/pause/linux/pause.c"
+  rm -rf "$cache"/kubernetes-*
+  mv "$tmp" "$bin"
+  say "built in $((SECONDS - start))s: $bin"
+}
+
+# image NAME ENTRYPOINT FILE... : a FROM scratch image of the files (paths relative to the
+# current directory, each copied to the same path under /), imported into the node's
+# containerd as localhost/node/NAME:test.
+image() {
+  local name=$1 entry=$2 ctr
+  shift 2
+  ctr=$("${B[@]}" from scratch)
+  for f in "$@"; do
+    "${B[@]}" copy "$ctr" "$f" "/$f" >/dev/null
+  done
+  "${B[@]}" config --entrypoint "[\"$entry\"]" "$ctr"
+  import "$ctr" "localhost/node/$name:test"
+}
+
+# import CONTAINER REF: commits a buildah container and hands it to containerd.
+import() {
+  "${B[@]}" commit --quiet "$1" "$2" >/dev/null
+  "${B[@]}" push --quiet "$2" "oci-archive:$dir/images/image.tar:$2" >/dev/null
+  ctr_ images import "$dir/images/image.tar" >/dev/null
+  rm -f "$dir/images/image.tar"
+  "${B[@]}" rm "$1" >/dev/null
+}
+
+ctr_() { ctr --address "$dir/containerd/containerd.sock" --namespace k8s.io "$@"; }
+
+# metainit's image: the Dockerfile's final stage (scripts/final-stage.py) over the static
+# release binary and the host's CA bundle, as scripts/image-check.sh builds it.
+metainit_image() {
+  local context=$dir/images/metainit
+  mkdir -p "$context"
+  bash "$here/scripts/build-static.sh" amd64 "$context/metainit" >&2
+  cp /etc/ssl/certs/ca-certificates.crt "$context/ca-certificates.crt"
+  python3 "$here/scripts/final-stage.py" "$here/Dockerfile" >"$context/Containerfile"
+  "${B[@]}" build --quiet --isolation chroot -f "$context/Containerfile" \
+    -t localhost/node/metainit:test "$context" >/dev/null
+  "${B[@]}" push --quiet localhost/node/metainit:test \
+    "oci-archive:$dir/images/image.tar:localhost/node/metainit:test" >/dev/null
+  ctr_ images import "$dir/images/image.tar" >/dev/null
+  rm -f "$dir/images/image.tar"
+}
+
+images() {
+  local cp_bin libs start=$SECONDS
+  cp_bin=$(bash "$here/scripts/control-plane.sh" bin)
+  mkdir -p "$dir/images/root"
+  B=(buildah --root "$dir/images/storage" --runroot "$dir/images/run" --storage-driver vfs)
+  # The control plane's binaries are linked to glibc: the image carries what ldd names.
+  libs=$(ldd "$cp_bin/kube-apiserver" | grep -oE '/[^ ]+\.so[^ ]*' | sort -u | sed 's|^/||')
+  local stage=$dir/images/root
+  install -D -m 0755 "$cp_bin/etcd" "$stage/usr/local/bin/etcd"
+  install -D -m 0755 "$cp_bin/kube-apiserver" "$stage/usr/local/bin/kube-apiserver"
+  install -D -m 0755 "$cp_bin/kube-scheduler" "$stage/usr/local/bin/kube-scheduler"
+  install -D -m 0755 "$bin/kube-controller-manager" "$stage/usr/local/bin/kube-controller-manager"
+  install -D -m 0755 "$bin/pause" "$stage/pause"
+  install -D -m 0755 "$bin/installer" "$stage/installer"
+  for l in $libs; do install -D -m 0755 "$(readlink -f "/$l")" "$stage/$l"; done
+  (
+    cd "$stage" || exit 1
+    # shellcheck disable=SC2086 # one word a library
+    image etcd /usr/local/bin/etcd usr/local/bin/etcd $libs
+    # shellcheck disable=SC2086
+    image kube-apiserver /usr/local/bin/kube-apiserver usr/local/bin/kube-apiserver $libs
+    # shellcheck disable=SC2086
+    image kube-scheduler /usr/local/bin/kube-scheduler usr/local/bin/kube-scheduler $libs
+    image kube-controller-manager /usr/local/bin/kube-controller-manager usr/local/bin/kube-controller-manager
+    image pause /pause pause
+    image installer /installer installer
+  )
+  metainit_image
+  "${B[@]}" rmi --all --force >/dev/null 2>&1 || true
+  rm -rf "$dir/images"
+  say "images built and imported in $((SECONDS - start))s"
+}

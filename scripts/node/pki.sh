@@ -1,0 +1,73 @@
+# shellcheck shell=bash
+# The node's certificates and kubeconfigs (sourced by scripts/node.sh), as kubeadm lays them
+# out: DIR/etc/kubernetes/pki for the certificates, DIR/etc/kubernetes/*.conf for the
+# kubeconfigs, every one signed by one test CA.
+
+pki=
+# cert NAME SUBJECT USAGE [SAN]: a certificate signed by the CA (USAGE: clientAuth or
+# serverAuth; SAN: the subjectAltName line of a serving certificate).
+cert() {
+  local ext
+  ext=$(printf 'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=%s\n' "$3")
+  [ -z "${4:-}" ] || ext+=$'\n'"subjectAltName=$4"
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$pki/$1.key" -out "$pki/$1.csr" -subj "$2" 2>/dev/null
+  openssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -CAcreateserial -days 30 -out "$pki/$1.crt" -extfile <(echo "$ext") 2>/dev/null
+  rm -f "$pki/$1.csr"
+}
+
+certificates() {
+  pki=$dir/etc/kubernetes/pki
+  mkdir -p "$pki"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+    -keyout "$pki/ca.key" -out "$pki/ca.crt" -subj "/CN=kubernetes" 2>/dev/null
+  cert apiserver "/CN=kube-apiserver" serverAuth \
+    "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+  cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+  cert kubelet "/CN=$node_name" serverAuth "IP:127.0.0.1,DNS:$node_name"
+  cert admin "/O=system:masters/CN=kubernetes-admin" clientAuth
+  cert kubelet-client "/O=system:nodes/CN=system:node:$node_name" clientAuth
+  cert controller-manager "/CN=system:kube-controller-manager" clientAuth
+  cert scheduler "/CN=system:kube-scheduler" clientAuth
+  cert metainit "/CN=metainit" clientAuth
+  # The serving certificate of the installer's webhook (tests/node/installer), on loopback.
+  cert installer-webhook "/CN=installer-webhook" serverAuth "IP:127.0.0.1"
+  openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+}
+
+b64() { base64 -w0 <"$1"; }
+
+# conf FILE CERT USER: a kubeconfig with the certificate's data inside, as kubeadm writes it.
+conf() {
+  cat >"$dir/etc/kubernetes/$1.conf" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kubernetes
+  cluster:
+    server: https://127.0.0.1:$(cat "$dir/apiserver.port")
+    certificate-authority-data: $(b64 "$pki/ca.crt")
+users:
+- name: $3
+  user:
+    client-certificate-data: $(b64 "$pki/$2.crt")
+    client-key-data: $(b64 "$pki/$2.key")
+contexts:
+- name: $3@kubernetes
+  context: {cluster: kubernetes, user: $3}
+current-context: $3@kubernetes
+EOF
+  chmod 0600 "$dir/etc/kubernetes/$1.conf"
+}
+
+kubeconfigs() {
+  conf admin admin kubernetes-admin
+  conf kubelet kubelet-client "system:node:$node_name"
+  conf controller-manager controller-manager system:kube-controller-manager
+  conf scheduler scheduler system:kube-scheduler
+  conf metainit metainit metainit
+  # As README's install steps say: the image's non-root user reads it, nobody else.
+  chown 65532:65532 "$dir/etc/kubernetes/metainit.conf"
+}

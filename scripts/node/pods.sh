@@ -1,0 +1,99 @@
+# shellcheck shell=bash
+# The static pods (sourced by scripts/node.sh): etcd, kube-apiserver, kube-controller-manager
+# and kube-scheduler as kubeadm writes them (hostNetwork, system-node-critical, the host's
+# configuration mounted at the same path), and metainit from manifests/metainit.yaml as
+# shipped, with only its image and its kubeconfig's host path changed.
+
+# place NAME: moves DIR/staging/NAME.yaml into the manifests directory in one rename: the
+# kubelet can read a file while it is half written.
+place() {
+  mv "$dir/staging/$1.yaml" "$dir/manifests/$1.yaml"
+}
+
+# pod NAME PROBE-PORT PROBE-SCHEME ARGS...: a control-plane static pod whose
+# container runs localhost/node/NAME:test with ARGS, mounting DIR (its configuration, its
+# certificates and etcd's data) at the same path; PROBE-PORT 0 for no probe.
+pod() {
+  local name=$1 port=$2 scheme=$3 args="" probe=""
+  shift 3
+  for a in "$@"; do args+="    - $a"$'\n'; done
+  if [ "$port" != 0 ]; then
+    probe="    livenessProbe:
+      httpGet: {host: 127.0.0.1, path: /livez, port: $port, scheme: $scheme}
+      initialDelaySeconds: 10
+      periodSeconds: 10
+      timeoutSeconds: 15
+      failureThreshold: 8
+"
+  fi
+  cat >"$dir/staging/$name.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+  namespace: kube-system
+  labels: {component: $name, tier: control-plane}
+spec:
+  hostNetwork: true
+  priorityClassName: system-node-critical
+  securityContext:
+    seccompProfile: {type: RuntimeDefault}
+  containers:
+  - name: $name
+    image: localhost/node/$name:test
+    imagePullPolicy: Never
+    command:
+    - /usr/local/bin/$name
+    args:
+$args$probe    volumeMounts:
+    - {name: node, mountPath: $dir/etc/kubernetes, readOnly: true}
+    - {name: etcd-data, mountPath: $dir/etcd}
+  volumes:
+  - name: node
+    hostPath: {path: $dir/etc/kubernetes, type: Directory}
+  - name: etcd-data
+    hostPath: {path: $dir/etcd, type: DirectoryOrCreate}
+EOF
+  place "$name"
+}
+
+control_plane_pods() {
+  local k=$dir/etc/kubernetes p=$dir/etc/kubernetes/pki
+  local etcd=http://127.0.0.1:$(cat "$dir/etcd.port") peer=http://127.0.0.1:$(cat "$dir/etcd-peer.port")
+  local api_port
+  api_port=$(cat "$dir/apiserver.port")
+  pod etcd 0 HTTP --name=default "--data-dir=$dir/etcd/data" \
+    "--listen-client-urls=$etcd" "--advertise-client-urls=$etcd" \
+    "--listen-peer-urls=$peer" "--initial-advertise-peer-urls=$peer" \
+    "--initial-cluster=default=$peer" --listen-metrics-urls= --unsafe-no-fsync --log-level=warn
+  # --endpoint-reconciler-type none: 1.37 refuses a loopback --advertise-address otherwise.
+  pod kube-apiserver "$api_port" HTTPS "--etcd-servers=$etcd" \
+    --bind-address=127.0.0.1 "--secure-port=$api_port" --advertise-address=127.0.0.1 \
+    "--tls-cert-file=$p/apiserver.crt" "--tls-private-key-file=$p/apiserver.key" \
+    "--client-ca-file=$p/ca.crt" --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction \
+    "--kubelet-client-certificate=$p/apiserver-kubelet-client.crt" \
+    "--kubelet-client-key=$p/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP \
+    --service-cluster-ip-range=10.96.0.0/16 "--service-account-issuer=https://127.0.0.1:$api_port" \
+    "--service-account-key-file=$p/sa.pub" "--service-account-signing-key-file=$p/sa.key" \
+    --enable-aggregator-routing=true --endpoint-reconciler-type=none --allow-privileged=true
+  pod kube-controller-manager 0 HTTPS "--kubeconfig=$k/controller-manager.conf" \
+    --leader-elect=false --secure-port=0 --use-service-account-credentials=true \
+    --controllers=deployment,replicaset,serviceaccount,serviceaccount-token,root-ca-cert-publisher \
+    "--service-account-private-key-file=$p/sa.key" "--root-ca-file=$p/ca.crt"
+  pod kube-scheduler 0 HTTPS "--kubeconfig=$k/scheduler.conf" --leader-elect=false --secure-port=0
+}
+
+# metainit_pod: manifests/metainit.yaml with the image and the kubeconfig's host path
+# changed, and nothing else (checked: a diff of any other line fails).
+metainit_pod() {
+  local src=$here/manifests/metainit.yaml out=$dir/staging/metainit.yaml changed
+  sed -e "s|^\(    image: \).*|\1localhost/node/metainit:test|" \
+    -e "s|^\(      path: \)/etc/kubernetes/metainit.conf$|\1$dir/etc/kubernetes/metainit.conf|" \
+    "$src" >"$out"
+  changed=$(diff "$src" "$out" | grep -c '^>' || true)
+  [ "$changed" = 2 ] || die "metainit's manifest: $changed lines changed, want the image and the host path only"
+  cp "$out" "$dir/metainit.yaml"
+  place metainit
+}

@@ -1,0 +1,140 @@
+# shellcheck shell=bash
+# containerd and the kubelet (sourced by scripts/node.sh): their configuration files, how
+# each starts and stops.
+
+pid_of() { cat "$dir/$1.pid" 2>/dev/null || true; }
+
+running() { # NAME
+  local pid
+  pid=$(pid_of "$1")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+stop() { # NAME: SIGTERM, then SIGKILL after 10 s
+  local pid
+  pid=$(pid_of "$1")
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$dir/$1.pid"
+}
+
+# wait_for WHAT SECONDS COMMAND...: polls COMMAND until it succeeds.
+wait_for() {
+  local what=$1 limit=$2
+  shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    if [ $SECONDS -ge $deadline ]; then
+      say "$what did not happen within ${limit}s"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+containerd_config() {
+  mkdir -p "$dir/containerd" "$dir/cni/net.d"
+  # The loopback plugin alone: the runtime reports its network ready, no pod gets an
+  # address (every pod here is hostNetwork).
+  cat >"$dir/cni/net.d/10-loopback.conflist" <<'EOF'
+{"cniVersion": "1.0.0", "name": "loopback-only", "plugins": [{"type": "loopback"}]}
+EOF
+  cat >"$dir/containerd/config.toml" <<EOF
+version = 2
+root = "$dir/containerd/root"
+state = "$dir/containerd/state"
+# Snapshotters that need a kernel feature or a device this machine may lack.
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "$dir/containerd/containerd.sock"
+[ttrpc]
+  address = "$dir/containerd/containerd.sock.ttrpc"
+[debug]
+  address = "$dir/containerd/debug.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$dir/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/node/pause:test"
+  # No process here may lower an oom_score_adj (no CAP_SYS_RESOURCE): runc would fail the
+  # sandbox with "failed to update /proc/self/oom_score_adj: Permission denied".
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$dir/cni/net.d"
+EOF
+}
+
+start_containerd() {
+  setsid containerd --config "$dir/containerd/config.toml" \
+    >>"$dir/containerd.log" 2>&1 </dev/null &
+  echo $! >"$dir/containerd.pid"
+  wait_for containerd 60 ctr_ version
+}
+
+kubelet_config() {
+  local p=$dir/etc/kubernetes/pki
+  mkdir -p "$dir/manifests" "$dir/staging" "$dir/kubelet"
+  cat >"$dir/etc/kubernetes/kubelet-config.yaml" <<EOF
+# As kubeadm writes it (/var/lib/kubelet/config.yaml), with what this machine needs marked.
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: $dir/manifests
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true, cacheTTL: 0s}
+  x509: {clientCAFile: $p/ca.crt}
+authorization:
+  mode: Webhook
+  webhook: {cacheAuthorizedTTL: 0s, cacheUnauthorizedTTL: 0s}
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$dir/containerd/containerd.sock
+address: 127.0.0.1
+port: $(cat "$dir/kubelet.port")
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $(cat "$dir/kubelet-healthz.port")
+tlsCertFile: $p/kubelet.crt
+tlsPrivateKeyFile: $p/kubelet.key
+rotateCertificates: false
+clusterDomain: cluster.local
+# This machine: pods get no resolver (nothing here may dial outside 127.0.0.0/8).
+resolvConf: ""
+# This machine: cgroup v1, which kubelet 1.37 refuses unless told.
+failCgroupV1: false
+# This machine: swap may be on.
+failSwapOn: false
+# This machine: no process may lower an oom_score_adj (no CAP_SYS_RESOURCE).
+oomScoreAdj: 0
+# This machine: its disk is shared with the build; evict only when it is really full, and
+# never collect the images built here (they cannot be pulled again).
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+# The kernel parameters it sets (kernel.panic, vm.overcommit_memory, ...) are global: up saves
+# them and down restores them.
+protectKernelDefaults: false
+fileCheckFrequency: 5s
+podLogsDir: $dir/pod-logs
+EOF
+}
+
+start_kubelet() {
+  setsid "$bin/kubelet" --config "$dir/etc/kubernetes/kubelet-config.yaml" \
+    --kubeconfig "$dir/etc/kubernetes/kubelet.conf" --root-dir "$dir/kubelet" \
+    --hostname-override "$node_name" --node-ip 127.0.0.1 \
+    >>"$dir/kubelet.log" 2>&1 </dev/null &
+  echo $! >"$dir/kubelet.pid"
+}
