@@ -1,0 +1,196 @@
+//! Start-up requests, retried until the server answers: on the watch's schedule
+//! (`crate::backoff`), waiting through a 401 or 403 while the server is starting, and turned
+//! into an error that says what to fix when they fail for good.
+
+use std::time::Duration;
+
+use kube::Client;
+use tracing::warn;
+
+use crate::{
+    Error, Result,
+    backoff::{self, Backoff},
+    client::{is_tls_failure, is_transient},
+    failure::{chain, describe},
+};
+
+/// How long a 401 or 403 is taken for a server still starting when its `/readyz` answers
+/// the same (and so cannot say whether it is ready). kube-apiserver answers every user 403,
+/// even on `/version` and `/readyz`, for about a second after it starts serving, before its
+/// RBAC policy is in place: an exit there sent the static pod into CrashLoopBackOff.
+pub const STARTING: Duration = Duration::from_secs(60);
+
+/// Runs a start-up request, retrying transient failures on the watch's schedule
+/// (`crate::backoff`: a refused connection about once a second, else 0.8 s doubling to 30 s),
+/// and a 401 or 403 while the server is starting (`starting`); with a deadline, gives up after
+/// it with an `Unreachable` error that gives the last failure, or says that nothing answered.
+/// A deadline of zero tries once and does not wait (as `kubectl wait --timeout=0`): the one
+/// attempt is bounded by `--request-timeout`.
+pub async fn with_retries<T, F, Fut>(
+    client: &Client,
+    what: &str,
+    url: &str,
+    deadline: Option<Duration>,
+    mut op: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::result::Result<T, kube::Error>>,
+{
+    if deadline.is_some_and(|d| d.is_zero()) {
+        return op().await.map_err(|e| {
+            if is_transient(&e) {
+                Error::Unreachable(format!(
+                    "could not reach the API server at {url} ({what}, tried once as --timeout is 0s): {}",
+                    describe(&e)
+                ))
+            } else {
+                describe_failure(what, url, e)
+            }
+        });
+    }
+    let last = std::sync::Mutex::new(String::new());
+    let attempt = retrying(client, what, url, &mut op, &last);
+    let result = match deadline {
+        Some(d) => match tokio::time::timeout(d, attempt).await {
+            Ok(r) => r,
+            Err(_) => {
+                let d = crate::text::duration(d);
+                let last = last.lock().map(|l| l.clone()).unwrap_or_default();
+                let last = if last.is_empty() {
+                    format!("no answer within {d}")
+                } else {
+                    last
+                };
+                return Err(Error::Unreachable(format!(
+                    "could not reach the API server at {url} within {d} ({what}): {last}"
+                )));
+            }
+        },
+        None => attempt.await,
+    };
+    result.map_err(|e| describe_failure(what, url, e))
+}
+
+/// The attempts, until one succeeds or fails for good; `last` says the last failure. Our own
+/// loop, not backon's: the wait depends on the failure (a refused connection does not grow
+/// it) and a 401 or 403 needs a look at `/readyz` before it is judged.
+async fn retrying<T, F, Fut>(
+    client: &Client,
+    what: &str,
+    url: &str,
+    op: &mut F,
+    last: &std::sync::Mutex<String>,
+) -> std::result::Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::result::Result<T, kube::Error>>,
+{
+    let mut schedule = Backoff::default();
+    let mut denied_since = None;
+    loop {
+        let e = match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let wait = if is_transient(&e) {
+            let (kind, retry_after) = backoff::kind_of(&e);
+            let wait = schedule.next(kind, retry_after);
+            log_retry(what, url, &e, wait);
+            wait
+        } else if let Some(ready) = starting(client, &e, &mut denied_since).await {
+            let wait = schedule.next(backoff::Kind::Refused, Duration::ZERO);
+            warn!(%url, status.code = code(&e), readyz = %ready, retry_in = ?wait,
+                  "{what}: the API server is starting (its /readyz is not 200 yet): a 401 or 403 now is its start-up, not missing RBAC; waiting");
+            wait
+        } else {
+            return Err(e);
+        };
+        if let Ok(mut l) = last.lock() {
+            *l = describe(&e);
+        }
+        tokio::time::sleep(wait).await;
+    }
+}
+
+fn code(e: &kube::Error) -> u16 {
+    match e {
+        kube::Error::Api(s) => s.code,
+        _ => 0,
+    }
+}
+
+/// A 401 or 403 from a server that is still starting: its `/readyz` in words when so. While
+/// `/readyz` answers anything but 200 the server is starting; when it answers 401 or 403 too,
+/// for at most `STARTING` from the first such answer (`denied_since`).
+async fn starting(
+    client: &Client,
+    e: &kube::Error,
+    denied_since: &mut Option<std::time::Instant>,
+) -> Option<String> {
+    if !matches!(code(e), 401 | 403) {
+        return None;
+    }
+    let request = http::Request::get("/readyz").body(Vec::new()).ok()?;
+    match client.request_text(request).await {
+        Ok(_) => None,
+        Err(kube::Error::Api(s)) if matches!(s.code, 401 | 403) => {
+            let since = *denied_since.get_or_insert_with(std::time::Instant::now);
+            (since.elapsed() < STARTING).then(|| format!("{} {}", s.code, s.reason))
+        }
+        // Its checks as text: the first one failing says what it waits for.
+        Err(kube::Error::Api(s)) => Some(match s.message.lines().find(|l| l.starts_with("[-]")) {
+            Some(check) => format!("{} {check}", s.code),
+            None => s.code.to_string(),
+        }),
+        Err(other) => Some(chain(&other)),
+    }
+}
+
+/// One WARN line per failed start-up attempt; an API error's code, reason and message
+/// as fields of their own.
+fn log_retry(what: &str, url: &str, e: &kube::Error, wait: Duration) {
+    let message = format!("{what}: API server not reachable yet, retrying");
+    match e {
+        kube::Error::Api(s) => {
+            warn!(%url, status.code = s.code, status.reason = %s.reason, status.message = %s.message, retry_in = ?wait, "{message}")
+        }
+        other => warn!(%url, error = %chain(other), retry_in = ?wait, "{message}"),
+    }
+}
+
+/// The manifest that grants what `what` (a verb and a resource) needs.
+fn rbac_file(what: &str) -> &'static str {
+    if what.contains("webhookconfigurations") || what.contains("endpointslices") {
+        "manifests/rbac-webhooks.yaml"
+    } else {
+        "manifests/rbac.yaml"
+    }
+}
+
+/// Turns a non-transient start-up failure into an error that says what to fix.
+fn describe_failure(what: &str, url: &str, e: kube::Error) -> Error {
+    match &e {
+        kube::Error::Api(s) if s.code == 401 => Error::Config(format!(
+            "{what}: the API server at {url} refused the kubeconfig's credentials (401 Unauthorized): check its user"
+        )),
+        kube::Error::Api(s) if s.code == 403 => Error::Config(format!(
+            "{what}: forbidden ({}); grant the permissions in {} to the kubeconfig's user",
+            s.message,
+            rbac_file(what)
+        )),
+        kube::Error::Api(s) if s.reason == crate::failure::NOT_A_STATUS => Error::Server(format!(
+            "{what}: {url} does not look like a Kubernetes API server: it answered {} with {}",
+            s.code,
+            crate::failure::body_text(&s.message)
+        )),
+        kube::Error::SerdeError(_) => Error::Server(format!(
+            "{what}: {url} does not look like a Kubernetes API server: its answer is not the JSON expected ({e})"
+        )),
+        _ if is_tls_failure(&e) => Error::Config(format!(
+            "{what}: TLS with {url} failed ({}): check the server URL's scheme and the kubeconfig's certificate-authority",
+            chain(&e)
+        )),
+        _ => Error::Kube(e),
+    }
+}
