@@ -56,8 +56,17 @@ spec:
     image: registry.example/podimage-initializer:1.0
 YAML
 create=$!
-sleep 2
-echo "kubectl create still waiting after 2 s: $(kill -0 $create 2>/dev/null && echo yes || echo no)"
+# The create blocks: seen stored (uninitialized) on the server while kubectl still waits.
+for _ in $(seq 100); do
+  kubectl get --raw '/api/v1/namespaces/default/pods/podimage-initializer' >/dev/null 2>&1 && break
+  sleep 0.1
+done
+sleep 1
+if ! kill -0 $create 2>/dev/null; then
+  echo "kubectl create returned, it should block: $(cat "$work/create.out")" >&2
+  exit 1
+fi
+echo "kubectl create still waiting, the pod stored uninitialized: yes"
 echo "kubectl get pods (uninitialized pods are hidden):"
 kubectl get pods 2>&1 | sed 's/^/  /'
 echo "seen with includeUninitialized=true:"
@@ -80,7 +89,12 @@ echo "initializers now: ${init:-none}"
 kubectl get pods | sed 's/^/  /'
 grep -E 'cleared' "$work/metainit.log" | sed 's/^/  metainit: /'
 kill -TERM $metainit
-wait $metainit && echo "metainit stopped on SIGTERM, exit 0"
+if wait $metainit; then
+  echo "metainit stopped on SIGTERM, exit 0"
+else
+  echo "metainit exited $? on SIGTERM, want 0: $(tail -n 5 "$work/metainit.log")" >&2
+  exit 1
+fi
 
 say "Kubernetes 1.33 double: a pod held by a scheduling gate whose controller is down"
 # --scheduler: the double's stand-in for kube-scheduler binds pods with no gates left to
@@ -110,11 +124,14 @@ say "metainit --once"
 gates=$(kubectl get pod kueue-controller-manager-0 -o jsonpath='{.spec.schedulingGates}')
 echo "gates now: ${gates:-none}"
 if [ -n "$gates" ]; then echo "the gate is still there" >&2; exit 1; fi
+node=
 for _ in $(seq 50); do
-  [ -n "$(kubectl get pod kueue-controller-manager-0 -o jsonpath='{.spec.nodeName}')" ] && break
+  node=$(kubectl get pod kueue-controller-manager-0 -o jsonpath='{.spec.nodeName}')
+  [ -n "$node" ] && break
   sleep 0.1
 done
-echo "the scheduler bound it:"
+if [ -z "$node" ]; then echo "the scheduler did not bind it within 5 s" >&2; exit 1; fi
+echo "the scheduler bound it to $node:"
 kubectl get pods -o wide | sed 's/^/  /'
 say "The same 1.33 double: a validating webhook that intercepts its own pods, and its pods are gone"
 # The webhook fails closed on every pod creation; its service has one endpoint, not ready
@@ -214,8 +231,15 @@ run_pod policy policy-controller-1
 grep -E "exempted the webhook's own namespace|restored the webhook's namespace selector" "$work/webhooks.log" |
   sed 's/^/  metainit: /'
 echo "Events on the configuration:"
-kubectl get events -n default -o custom-columns=REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message |
-  grep -E "REASON|Webhook" | sed 's/^/  /'
+events=$(kubectl get events -n default --no-headers \
+  -o custom-columns=REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message | grep -E "Webhook" || true)
+if [ -z "$events" ]; then echo "no Webhook Event was written" >&2; exit 1; fi
+echo "$events" | sed 's/^/  /'
 kill -TERM $metainit
-wait $metainit && echo "metainit stopped on SIGTERM, exit 0"
+if wait $metainit; then
+  echo "metainit stopped on SIGTERM, exit 0"
+else
+  echo "metainit exited $? on SIGTERM, want 0: $(tail -n 5 "$work/webhooks.log")" >&2
+  exit 1
+fi
 say "done"

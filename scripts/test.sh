@@ -44,7 +44,12 @@ step "scripts/image-check.sh"
 bash scripts/image-check.sh
 
 step "scripts/control-plane.sh up (etcd, kube-apiserver, kube-scheduler for tests/cluster.rs)"
-eval "$(bash scripts/control-plane.sh up --owner $$)"
+# `up`'s reason is on stderr; a failed `up` stops the suite here, not in the first test.
+if ! cp_env=$(bash scripts/control-plane.sh up --owner $$); then
+    echo "scripts/control-plane.sh up failed (its reason is above)" >&2
+    exit 1
+fi
+eval "$cp_env"
 trap 'bash scripts/control-plane.sh down "$METAINIT_CONTROL_PLANE"' EXIT
 
 step "cargo test --workspace (then: the API server dialled nothing off loopback)"

@@ -89,9 +89,14 @@ run_python() {
     local p f
     p=$(sed -nE 's/^python [a-z]+: ([0-9]+) passed, ([0-9]+) failed$/\1/p' <<<"$out")
     f=$(sed -nE 's/^python [a-z]+: ([0-9]+) passed, ([0-9]+) failed$/\2/p' <<<"$out")
-    passed=$((passed + ${p:-0}))
-    failed=$((failed + ${f:-0}))
-    if [ "$rc" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then bad "python $1 exit code" "$rc"; fi
+    # No summary line, or one that counts nothing, is a check that did not run.
+    if [ -z "$p" ] || [ $((p + f)) -eq 0 ]; then
+        bad "python $1 printed no summary of its checks" "$(tail -n 5 <<<"$out")"
+        return
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then bad "python $1 exit code" "$rc"; fi
 }
 
 echo "building kube-double"
