@@ -28,11 +28,13 @@ use tracing::error;
 /// A key from the queue's source: news, worked on now even where a retry waits for it; or
 /// an object a relist found as it was, whose waiting retry or timer stands (a relist is no
 /// news: a server that forced a relist every second once re-patched a refused object every
-/// second, its backoff cancelled by each relist).
+/// second, its backoff cancelled by each relist); or an object gone from the source, whose
+/// timer is not needed any more (`Queue::gone`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Arrival<K> {
     News(K),
     Unchanged(K),
+    Gone(K),
 }
 
 impl<K> From<K> for Arrival<K> {
@@ -166,6 +168,24 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         }
     }
 
+    /// The object of `key` is gone: a timer or retry waiting for it would keep the key
+    /// until it is due (an orphaned gate's age: hours), so the key is worked on now instead
+    /// (the work on a gone key forgets what was kept of it); and again after the work under
+    /// way, which may set a timer. A key with neither is left alone: most objects gone
+    /// (pods bound, deleted) never had a timer, and cost no work.
+    pub fn gone(&self, key: K) {
+        let s = self.lock();
+        if s.delayed.contains_key(&key) || s.processing.contains(&key) {
+            drop(s);
+            self.add(key);
+        }
+    }
+
+    /// Drops the timer or retry waiting for `key`, if there is one.
+    pub fn cancel(&self, key: &K) {
+        self.lock().cancel(key);
+    }
+
     /// Asks for work on `key` again after `delay`, or later if the retries of all keys
     /// are over their rate; unless it is already due sooner. Returns the wait: until the
     /// earlier timer, if there is one.
@@ -277,6 +297,14 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         (s.processing.len(), s.dirty.len())
     }
 
+    /// How many timers and retries wait.
+    #[cfg(test)]
+    pub(crate) fn timers(&self) -> usize {
+        let s = self.lock();
+        assert_eq!(s.timers.len(), s.delayed.len(), "the two maps agree");
+        s.timers.len()
+    }
+
     /// One worker: the next ready key, its work, and the key done, until the queue closes.
     /// A panic in the work (a bug) is caught and logged: the key is done, to be worked on
     /// again when it is added again (its next change, the next resync), and the worker
@@ -354,6 +382,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
                     Some(key) => match key.into() {
                         Arrival::News(key) => self.add(key),
                         Arrival::Unchanged(key) => self.add_unless_waiting(key),
+                        Arrival::Gone(key) => self.gone(key),
                     },
                     None => source_open = false,
                 },
@@ -583,6 +612,48 @@ mod tests {
             "{:?}",
             start.elapsed()
         );
+        stop.notify_one();
+        task.await.unwrap();
+    }
+
+    /// A gone object's timer goes with it: its key is worked on now (the work forgets it),
+    /// not when the timer is due; and again after the work under way, which may have set
+    /// a timer meanwhile. A gone key with neither costs no work.
+    #[tokio::test(start_paused = true)]
+    async fn a_gone_arrival_drops_the_timer_and_works_on_the_key_now() {
+        let queue = Queue::new(4);
+        let log = Arc::new(Log::default());
+        let gate = Arc::new(Notify::new());
+        log.hold.lock().unwrap().insert(3, Arc::clone(&gate));
+        let (tx, rx) = futures::channel::mpsc::unbounded::<Arrival<u32>>();
+        let stop = Arc::new(Notify::new());
+        let s = Arc::clone(&stop);
+        let task = tokio::spawn(
+            Arc::clone(&queue).run(rx, 4, log.worker(), async move { s.notified().await }),
+        );
+        let start = Instant::now();
+        queue.add_at(1, start + Duration::from_secs(3600));
+        queue.add_after(2, Duration::from_secs(30));
+        tx.unbounded_send(Arrival::Gone(1)).unwrap();
+        tx.unbounded_send(Arrival::Gone(2)).unwrap();
+        until("1 and 2 worked on", || log.worked() == vec![1, 2]).await;
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(queue.timers(), 0);
+
+        tx.unbounded_send(Arrival::Gone(4)).unwrap();
+        queue.add(3);
+        until("3 started", || queue.counts() == (1, 0)).await;
+        tx.unbounded_send(Arrival::Gone(3)).unwrap();
+        until("3 to be worked on again", || queue.counts() == (1, 1)).await;
+        log.hold.lock().unwrap().clear();
+        gate.notify_one();
+        until("3 worked on twice", || log.worked() == vec![1, 2, 3, 3]).await;
+        tokio::time::sleep(Duration::from_secs(7200)).await;
+        assert_eq!(log.worked(), vec![1, 2, 3, 3], "4 had nothing waiting");
         stop.notify_one();
         task.await.unwrap();
     }

@@ -290,8 +290,14 @@ impl Store {
 
     /// Applies one event of the watch: an object `keep` accepts is stored (its key
     /// returned), any other is dropped. After `InitDone`, what the list did not name is
-    /// gone.
-    pub fn apply(&self, event: &watcher::Event<Held>, keep: impl Fn(&Held) -> bool) -> Option<Key> {
+    /// gone. The keys of the objects dropped are pushed on `gone` (a timer waiting for one
+    /// is not needed any more); a relist that drops few costs a key's clone for each.
+    pub fn apply(
+        &self,
+        event: &watcher::Event<Held>,
+        keep: impl Fn(&Held) -> bool,
+        gone: &mut Vec<Key>,
+    ) -> Option<Key> {
         let mut s = self.write();
         match event {
             watcher::Event::Init => {
@@ -301,7 +307,7 @@ impl Store {
             watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => {
                 let key = obj.key();
                 if !keep(obj) {
-                    s.objects.remove(key.as_str());
+                    gone.extend(s.objects.remove_entry(key.as_str()).map(|(k, _)| k));
                     return None;
                 }
                 let slim = s.slim(obj);
@@ -313,12 +319,18 @@ impl Store {
                 Some(k)
             }
             watcher::Event::Delete(obj) => {
-                s.objects.remove(obj.key().as_str());
+                gone.extend(s.objects.remove_entry(obj.key().as_str()).map(|(k, _)| k));
                 None
             }
             watcher::Event::InitDone => {
                 let list = s.list;
-                s.objects.retain(|_, o| o.list == list);
+                s.objects.retain(|k, o| {
+                    let listed = o.list == list;
+                    if !listed {
+                        gone.push(k.clone());
+                    }
+                    listed
+                });
                 s.sweep_gates();
                 None
             }
@@ -421,7 +433,11 @@ mod tests {
         ];
         for obj in cases.iter().chain([&labelled]) {
             let key = store
-                .apply(&watcher::Event::Apply(obj.clone()), |_| true)
+                .apply(
+                    &watcher::Event::Apply(obj.clone()),
+                    |_| true,
+                    &mut Vec::new(),
+                )
                 .expect("kept");
             let mut want = obj.clone();
             if want.metadata.meta.resource_version.as_deref() == Some("x7") {
@@ -437,33 +453,45 @@ mod tests {
     fn what_keep_refuses_is_dropped_and_a_relist_drops_what_it_did_not_name() {
         let store = Store::default();
         let gated = |o: &Held| o.has_gates();
+        let mut gone = Vec::new();
+        let mut apply = |event| {
+            gone.clear();
+            store.apply(&event, gated, &mut gone);
+            gone.iter().map(|k| k.to_string()).collect::<Vec<_>>()
+        };
         for (name, gates) in [("a", &["g"][..]), ("b", &["g"]), ("c", &[])] {
-            store.apply(&watcher::Event::Apply(pod(name, "u", gates)), gated);
+            apply(watcher::Event::Apply(pod(name, "u", gates)));
         }
         assert_eq!(store.len(), 2, "c has no gate: not kept");
         // Its gate removed: gone from the store.
-        store.apply(&watcher::Event::Apply(pod("b", "u", &[])), gated);
+        assert_eq!(apply(watcher::Event::Apply(pod("b", "u", &[]))), ["ns/b"]);
         assert!(!store.contains("ns/b"));
+        assert!(
+            apply(watcher::Event::Apply(pod("b", "u", &[]))).is_empty(),
+            "gone once"
+        );
         // A relist that names only a new object: a and nothing else goes.
-        store.apply(&watcher::Event::Init, gated);
-        store.apply(&watcher::Event::InitApply(pod("d", "u", &["g"])), gated);
+        apply(watcher::Event::Init);
+        apply(watcher::Event::InitApply(pod("d", "u", &["g"])));
         assert!(store.contains("ns/a"), "kept until the list is done");
-        store.apply(&watcher::Event::InitDone, gated);
+        assert_eq!(apply(watcher::Event::InitDone), ["ns/a"]);
         assert_eq!(store.keys(), vec![Key::from("ns/d")]);
         // A list cut short by an error, then another: what neither named goes.
-        store.apply(&watcher::Event::Apply(pod("e", "u", &["g"])), gated);
-        store.apply(&watcher::Event::Init, gated);
-        store.apply(&watcher::Event::InitApply(pod("f", "u", &["g"])), gated);
-        store.apply(&watcher::Event::Init, gated);
-        store.apply(&watcher::Event::InitApply(pod("d", "u", &["g"])), gated);
-        store.apply(&watcher::Event::InitDone, gated);
+        apply(watcher::Event::Apply(pod("e", "u", &["g"])));
+        apply(watcher::Event::Init);
+        apply(watcher::Event::InitApply(pod("f", "u", &["g"])));
+        apply(watcher::Event::Init);
+        apply(watcher::Event::InitApply(pod("d", "u", &["g"])));
+        let mut swept = apply(watcher::Event::InitDone);
+        swept.sort();
+        assert_eq!(swept, ["ns/e", "ns/f"], "e and f were not in the last list");
+        assert_eq!(store.keys(), vec![Key::from("ns/d")]);
         assert_eq!(
-            store.keys(),
-            vec![Key::from("ns/d")],
-            "e and f were not in the last list"
+            apply(watcher::Event::Delete(pod("d", "u", &["g"]))),
+            ["ns/d"]
         );
-        store.apply(&watcher::Event::Delete(pod("d", "u", &["g"])), gated);
         assert!(store.is_empty());
+        assert!(apply(watcher::Event::Delete(pod("d", "u", &["g"]))).is_empty());
     }
 
     #[test]
@@ -478,11 +506,23 @@ mod tests {
     fn equal_gates_are_kept_once_and_the_key_is_the_stores() {
         let store = Store::default();
         let a = store
-            .apply(&watcher::Event::Apply(pod("a", "u", &["g"])), |_| true)
+            .apply(
+                &watcher::Event::Apply(pod("a", "u", &["g"])),
+                |_| true,
+                &mut Vec::new(),
+            )
             .unwrap();
-        store.apply(&watcher::Event::Apply(pod("b", "u", &["g"])), |_| true);
+        store.apply(
+            &watcher::Event::Apply(pod("b", "u", &["g"])),
+            |_| true,
+            &mut Vec::new(),
+        );
         let again = store
-            .apply(&watcher::Event::Apply(pod("a", "u", &["g"])), |_| true)
+            .apply(
+                &watcher::Event::Apply(pod("a", "u", &["g"])),
+                |_| true,
+                &mut Vec::new(),
+            )
             .unwrap();
         assert!(Arc::ptr_eq(&a, &again), "one key per object");
         assert_eq!(store.read().gates.len(), 1);

@@ -104,8 +104,10 @@ fn retry_delay(tracks: &Tracks, key: &str, uid: Option<&str>, f: &Failure) -> (u
 
 /// One attempt at the newest state of the object; after a failure, it comes back later.
 pub async fn work(key: Key, ctx: Arc<Ctx>) {
-    // Gone since it was queued (deleted, bound, cleared by another): nothing is kept.
+    // Gone since it was queued (deleted, bound, cleared by another): nothing is kept, not
+    // even a timer an earlier attempt set while it went.
     let Some(obj) = ctx.store.get(&key) else {
+        ctx.queue.cancel(&key);
         ctx.tracks.done(&key);
         if let Some(r) = &ctx.release {
             r.pace.forget(&key);

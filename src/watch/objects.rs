@@ -1,11 +1,12 @@
 //! The watch of the objects to clear (the labelled objects, or every unbound pod when
 //! release rules are given), on the one watch (`Events`): the objects go into the engine's
 //! store (`store.rs`: slim, and only those `keep` accepts), and the key of every applied
-//! one that needs work is yielded for the work queue. The store takes a listed object at
+//! one that needs work is yielded for the work queue, and so is the key of every one the
+//! store drops (a timer waiting for it goes with it). The store takes a listed object at
 //! once (a relist marks and sweeps, no second store), so a listed key is yielded at once
 //! too: a worker finds it there.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use futures::Stream;
 use kube::{Api, runtime::watcher};
@@ -69,6 +70,14 @@ impl Selector {
 
 struct State {
     events: Events<Held>,
+    feed: Feed,
+    /// What the last event told the queue, not handed to it yet.
+    out: VecDeque<Arrival<Key>>,
+}
+
+/// What the stream does with each event: the store kept up to date, and what the queue is
+/// told of it.
+struct Feed {
     label_key: String,
     selector: Selector,
     resource: String,
@@ -97,13 +106,16 @@ impl Watch {
         };
         let state = State {
             events: Events::new(self.api, spec),
-            label_key: self.label_key,
-            selector: self.selector,
-            resource: self.resource,
-            wanted: self.wanted,
-            keep: self.keep,
-            store,
-            listed: 0,
+            feed: Feed {
+                label_key: self.label_key,
+                selector: self.selector,
+                resource: self.resource,
+                wanted: self.wanted,
+                keep: self.keep,
+                store,
+                listed: 0,
+            },
+            out: VecDeque::new(),
         };
         futures::stream::unfold(state, |mut st| async move {
             let key = st.next().await;
@@ -115,21 +127,26 @@ impl Watch {
 impl State {
     async fn next(&mut self) -> Arrival<Key> {
         loop {
-            let key = &self.label_key;
-            let event = self.events.next().await.modify(|o| o.trim(key));
-            if let Some(key) = self.apply(&event) {
-                return key;
+            if let Some(arrival) = self.out.pop_front() {
+                return arrival;
             }
+            let key = &self.feed.label_key;
+            let event = self.events.next().await.modify(|o| o.trim(key));
+            self.feed.apply(&event, &mut self.out);
         }
     }
+}
 
-    /// Stores the event's object; its key if it needs work.
-    fn apply(&mut self, event: &watcher::Event<Held>) -> Option<Arrival<Key>> {
+impl Feed {
+    /// Stores the event's object; in `out`, its key if it needs work, and the keys of the
+    /// objects the store dropped (so that no timer waits for them).
+    fn apply(&mut self, event: &watcher::Event<Held>, out: &mut VecDeque<Arrival<Key>>) {
         let before = match event {
             watcher::Event::InitApply(o) => self.store.version(&o.key()),
             _ => None,
         };
-        let key = self.store.apply(event, &self.keep);
+        let mut gone = Vec::new();
+        let key = self.store.apply(event, &self.keep, &mut gone);
         match event {
             watcher::Event::Init => self.listed = 0,
             watcher::Event::InitApply(_) => self.listed += 1,
@@ -143,7 +160,7 @@ impl State {
             },
             watcher::Event::Apply(_) | watcher::Event::Delete(_) => {}
         }
-        match event {
+        let arrival = match event {
             watcher::Event::InitApply(o) if (self.wanted)(o) => {
                 let now = o.metadata.meta.resource_version.as_deref();
                 let unchanged = before.is_some() && before == now.and_then(|v| v.parse().ok());
@@ -157,6 +174,99 @@ impl State {
             }
             watcher::Event::Apply(o) if (self.wanted)(o) => key.map(Arrival::News),
             _ => None,
+        };
+        out.extend(arrival);
+        out.extend(gone.into_iter().map(Arrival::Gone));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::Queue;
+    use serde_json::json;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::{sync::Notify, time::Instant};
+
+    const AGE: Duration = Duration::from_secs(3600);
+
+    fn pod(n: usize, gates: &[&str]) -> Held {
+        let gates: Vec<_> = gates.iter().map(|g| json!({"name": g})).collect();
+        crate::object::held(json!({
+            "metadata": {"name": format!("p{n}"), "namespace": "ns", "uid": format!("u{n}"),
+                         "resourceVersion": "1", "creationTimestamp": "2026-01-02T03:04:05Z"},
+            "spec": {"schedulingGates": gates}
+        }))
+    }
+
+    fn feed(store: &Arc<Store>) -> Feed {
+        Feed {
+            label_key: "k".into(),
+            selector: Selector::Unbound,
+            resource: "pods".into(),
+            wanted: Box::new(Held::has_gates),
+            keep: Box::new(Held::has_gates),
+            store: store.clone(),
+            listed: 0,
         }
+    }
+
+    /// Unlabelled pods with a `--release-gate` gate, each given a timer for its age (as
+    /// the daemon's work does), then dropped from the store well before it: their gates
+    /// lifted by their owner, deleted, or not named by a relist. Their timers go with them,
+    /// and each gone key is worked on (what forgets what was kept of it) once.
+    #[tokio::test(start_paused = true)]
+    async fn timers_of_pods_dropped_from_the_store_are_cancelled() {
+        const N: usize = 10_000;
+        let store = Arc::new(Store::default());
+        let queue: Arc<Queue<Key>> = Queue::new(4);
+        let gone_worked = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = futures::channel::mpsc::unbounded::<Arrival<Key>>();
+        let (s, q, g) = (store.clone(), queue.clone(), gone_worked.clone());
+        let work = move |key: Key| {
+            if s.contains(&key) {
+                q.add_at(key, Instant::now() + AGE);
+            } else {
+                g.fetch_add(1, Ordering::SeqCst);
+            }
+            async {}
+        };
+        let stop = Arc::new(Notify::new());
+        let st = stop.clone();
+        let task = tokio::spawn(
+            queue
+                .clone()
+                .run(rx, 4, work, async move { st.notified().await }),
+        );
+        let mut feed = feed(&store);
+        let mut send = |event: watcher::Event<Held>| {
+            let mut out = VecDeque::new();
+            feed.apply(&event, &mut out);
+            for a in out {
+                tx.unbounded_send(a).unwrap();
+            }
+        };
+        send(watcher::Event::Init);
+        (0..N).for_each(|n| send(watcher::Event::InitApply(pod(n, &["example.com/g"]))));
+        send(watcher::Event::InitDone);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(queue.timers(), N, "a timer for each pod's age");
+
+        // 8,000 released early by their owner, 1,000 deleted, the last 1,000 not listed.
+        (0..8_000).for_each(|n| send(watcher::Event::Apply(pod(n, &[]))));
+        (8_000..9_000).for_each(|n| send(watcher::Event::Delete(pod(n, &["example.com/g"]))));
+        send(watcher::Event::Init);
+        send(watcher::Event::InitDone);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(store.is_empty());
+        assert_eq!(queue.timers(), 0, "the timers of the pods dropped");
+        assert_eq!(
+            gone_worked.load(Ordering::SeqCst),
+            N,
+            "each gone key forgotten once"
+        );
+        assert_eq!(queue.counts(), (0, 0));
+        stop.notify_one();
+        task.await.unwrap();
     }
 }
