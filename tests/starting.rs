@@ -89,3 +89,62 @@ async fn a_403_from_a_ready_server_still_exits_2_with_the_rbac_advice() {
         "{err}"
     );
 }
+
+/// Where RBAC grants list but not watch, `/readyz` stays 503: a LIST answered (each resync
+/// lists) ends a failed list, never a failed watch start (it flipped to 200 for each list).
+#[tokio::test]
+async fn readiness_does_not_flap_when_watch_is_refused() {
+    let bed = Bed::as_user(
+        Config::modern(),
+        &["get pods", "list pods", "patch pods", "create events"],
+    )
+    .await;
+    // Each request 300 ms: a list, then a refused watch start, each long enough to be seen.
+    bed.double.set_faults(Faults {
+        latency: Duration::from_millis(300),
+        ..Faults::default()
+    });
+    let m = bed.metainit(&["--resync-period", "1s"]);
+    let addr = m.admin_addr().await;
+    // From the first watch start refused on (before it, the first list done is ready).
+    let refused = || {
+        bed.double
+            .requests()
+            .iter()
+            .filter(|r| r.path_and_query.contains("watch=true") && r.status == 403)
+            .count()
+    };
+    eventually("a watch start refused", Duration::from_secs(20), || {
+        refused() >= 1
+    })
+    .await;
+    bed.double.clear_requests();
+    let start = std::time::Instant::now();
+    let (mut answers, mut lists) = (Vec::new(), 0);
+    while start.elapsed() < Duration::from_secs(6) {
+        answers.push(admin_get(&addr, "/readyz").await.0);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        lists = bed
+            .double
+            .requests()
+            .iter()
+            .filter(|r| {
+                r.method == "GET"
+                    && r.path_and_query.starts_with("/api/v1/pods?")
+                    && r.status == 200
+            })
+            .filter(|r| !r.path_and_query.contains("watch=true"))
+            .count();
+    }
+    let refused = refused();
+    assert!(
+        lists >= 3 && refused >= 1,
+        "{lists} lists, {refused} watch starts refused"
+    );
+    assert!(
+        answers.iter().all(|c| *c == 503),
+        "/readyz answered {:?} while the watch was refused",
+        answers.iter().filter(|c| **c != 503).collect::<Vec<_>>()
+    );
+    m.stop().await;
+}

@@ -92,11 +92,11 @@ impl Health {
         }
     }
 
-    /// A watch's list is done.
+    /// A watch's list is done: a failed list is over, not a failed watch start.
     pub fn synced(&self, id: usize) {
         self.with(id, |w| {
             w.synced = true;
-            w.failed = None;
+            w.clear_if(false);
         });
     }
 
@@ -143,11 +143,27 @@ impl Health {
 }
 
 impl Observer for Health {
-    fn answered(&self, path: &str) {
+    /// A LIST answered ends a failed list; only a WATCH answered ends a failed watch (where
+    /// RBAC grants list and not watch, each resync's list made `/readyz` 200 for its length).
+    fn answered(&self, path: &str, watch: bool) {
         for w in self.watches().by_id.values_mut() {
             if w.path == path {
-                w.failed = None;
+                w.clear_if(watch);
             }
+        }
+    }
+}
+
+impl WatchHealth {
+    /// Clears the failure: any, after a watch ran (`watch`); a failed list's, after a list.
+    fn clear_if(&mut self, watch: bool) {
+        if watch
+            || self
+                .failed
+                .as_deref()
+                .is_some_and(|f| f.starts_with("list failed"))
+        {
+            self.failed = None;
         }
     }
 }
@@ -225,13 +241,22 @@ mod tests {
             h.not_ready().as_deref(),
             Some("watch of pods failed: list failed: 403 Forbidden: no")
         );
-        h.answered("/api/v1/namespaces/default/pods/p");
+        h.answered("/api/v1/namespaces/default/pods/p", false);
         assert!(
             h.not_ready().is_some(),
             "a GET of one object is not the watch"
         );
-        h.answered("/api/v1/pods");
-        assert_eq!(h.not_ready(), None);
+        h.answered("/api/v1/pods", false);
+        assert_eq!(h.not_ready(), None, "a LIST ends a failed list");
+        h.watch_failed(pods, "watch start failed: 403 Forbidden: no".into());
+        h.answered("/api/v1/pods", false);
+        h.synced(pods);
+        assert!(
+            h.not_ready().is_some(),
+            "neither a LIST nor a list's end ends a failed watch start"
+        );
+        h.answered("/api/v1/pods", true);
+        assert_eq!(h.not_ready(), None, "a WATCH answered does");
         h.shutting_down();
         assert_eq!(h.not_ready().as_deref(), Some("shutting down"));
     }

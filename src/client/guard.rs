@@ -77,7 +77,7 @@ where
             if let (Some((observer, path)), Ok(r)) = (observed, &res)
                 && r.status().is_success()
             {
-                observer.answered(&path);
+                observer.answered(&path, watch);
             }
             res
         })

@@ -38,9 +38,9 @@ pub use guard::include_uninitialized;
 
 pub const USER_AGENT_VALUE: &str = concat!("metainit/", env!("CARGO_PKG_VERSION"));
 
-/// Told about every LIST or WATCH the server answered with a success.
+/// Told about every LIST or WATCH (`watch`) the server answered with a success.
 pub trait Observer: Send + Sync + 'static {
-    fn answered(&self, path: &str);
+    fn answered(&self, path: &str, watch: bool);
 }
 
 /// Whether GETs carry `includeUninitialized=true`: set once the mode is known, so one

@@ -162,6 +162,8 @@ pub struct Events<K: Resource + 'static> {
     highest: u64,
     /// Since when, and how many times, the watch has been failing.
     failing: Option<(Instant, u32)>,
+    /// The last failure was a list's.
+    list_failed: bool,
     backoff: Backoff,
     /// The failures counted before the last list succeeded, while the watch after it has
     /// delivered nothing: a watch start failing then takes the reset back.
@@ -181,6 +183,7 @@ where
             spec,
             highest: 0,
             failing: None,
+            list_failed: false,
             backoff: Backoff::default(),
             unproven: None,
         }
@@ -217,22 +220,19 @@ where
         self.listing = true;
     }
 
+    /// What an event proves: a list's end, that a failed list works again; a watch event,
+    /// that the watch runs (a list alone never did: where RBAC grants list and not watch,
+    /// each resync's list made `/readyz` 200 for its length).
     fn seen(&mut self, event: &watcher::Event<K>) {
         let s = &self.spec;
-        // `Init` comes before the list is even asked for: it proves nothing.
-        if !matches!(event, watcher::Event::Init) {
-            if let Some((since, attempts)) = self.failing.take() {
-                info!(resource = %s.name, after = ?since.elapsed(), attempts, "watch recovered");
-            }
-            s.health.watch_ok(s.index);
-        }
         match event {
+            watcher::Event::Init => self.listing = true,
             watcher::Event::InitApply(o) => self.highest = self.highest.max(version(o)),
-            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
-                self.highest = self.highest.max(version(o));
-                self.unproven = None;
-            }
             watcher::Event::InitDone => {
+                if self.list_failed {
+                    self.recovered();
+                }
+                let s = &self.spec;
                 s.health.synced(s.index);
                 self.listing = false;
                 let next = tokio::time::Instant::now() + s.resync;
@@ -240,8 +240,20 @@ where
                 self.unproven = Some(self.backoff.save());
                 self.backoff.reset();
             }
-            watcher::Event::Init => self.listing = true,
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                s.health.watch_ok(s.index);
+                self.highest = self.highest.max(version(o));
+                self.unproven = None;
+                self.recovered();
+            }
         }
+    }
+
+    fn recovered(&mut self) {
+        if let Some((since, attempts)) = self.failing.take() {
+            info!(resource = %self.spec.name, after = ?since.elapsed(), attempts, "watch recovered");
+        }
+        self.list_failed = false;
     }
 
     /// Counts and reports a failure; returns the wait before the next attempt.
@@ -257,6 +269,7 @@ where
         }
         let (kind, retry_after) = kind_of(&e);
         let wait = self.backoff.next(kind, retry_after);
+        self.list_failed = matches!(e, watcher::Error::InitialListFailed(_));
         let s = &self.spec;
         let cause = cause(&e);
         s.metrics.watch_restart(cause);
