@@ -113,6 +113,14 @@ async fn metrics_count_clears_failures_pending_and_latency() {
     })
     .await;
 
+    // The watch is open before the faults: the next pod must reach metainit through it.
+    eventually("the watch open", WAIT, || {
+        bed.double
+            .requests()
+            .iter()
+            .any(|r| r.path_and_query.contains("watch=true") && r.status == 200)
+    })
+    .await;
     // Every request now fails: the next pod stays pending and its failures are counted.
     bed.double.set_faults(Faults {
         error_fraction: 1.0,
