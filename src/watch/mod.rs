@@ -8,8 +8,9 @@
 //!   once a second, a first 410 at once, else 0.8 s doubling to 30 s), kept across relists:
 //!   the watcher's own backoff lived in its stream, and a relist that replaced the stream
 //!   dropped it (a server answering every watch start 504 was listed 1,250 times a second).
-//!   It starts again once a list succeeds and the watch after it delivers an event, or after
-//!   120 s without a failure: a list followed at once by a failed watch start is no success;
+//!   It starts again when the watch delivers an event, or once a list succeeds and the
+//!   watch after it delivers one, or after 120 s without a failure: a list followed at once
+//!   by a failed watch start is no success;
 //! - a full relist every `--resync-period`, counted from the end of the last list and
 //!   never cutting one, which bounds any blindness (a watch resumed from a version the
 //!   server has not reached since an etcd restore is accepted and silent until the
@@ -240,10 +241,14 @@ where
                 self.unproven = Some(self.backoff.save());
                 self.backoff.reset();
             }
+            // A watch event: the watch runs, the schedule starts again (kube-runtime's
+            // StreamBackoff reset on every item; a malformed line now and then between events
+            // must not grow the wait to 30 s).
             watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
                 s.health.watch_ok(s.index);
                 self.highest = self.highest.max(version(o));
                 self.unproven = None;
+                self.backoff.reset();
                 self.recovered();
             }
         }
