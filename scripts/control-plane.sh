@@ -48,20 +48,8 @@ key=$( (echo recipe 2; cat "$module/go.mod" "$module/go.sum") | sha256sum | cut 
 cache=${METAINIT_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metainit/control-plane}
 bin=$cache/kubernetes-$k8s_version-etcd-$etcd_version-$key
 
-# The version a release build stamps into the binaries (k8s.io/kubernetes's
-# hack/lib/version.sh: kube::version::ldflags), so /version answers v1.37.2, not
-# v0.0.0-master; the build date is the release's time on the module proxy.
-version_ldflags() {
-  local minor date flags=
-  minor=$(echo "$k8s_version" | cut -d. -f2)
-  date=$(cd "$module" && go mod download -json "k8s.io/kubernetes@$k8s_version" |
-    python3 -c 'import json, sys; print(json.load(open(json.load(sys.stdin)["Info"]))["Time"])')
-  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-    flags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    flags+=" -X $pkg.buildDate=$date"
-  done
-  echo "$flags"
-}
+# shellcheck source=scripts/lib/version-ldflags.sh
+. "$here/scripts/lib/version-ldflags.sh"
 
 build() {
   if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-scheduler" ] && [ -x "$bin/etcd" ]; then

@@ -50,6 +50,8 @@ bin=$cache/kubernetes-$k8s_version-$key
 
 # One concern a file: the build and the images, certificates and kubeconfigs, the static
 # pods, containerd and the kubelet, and up/down.
+# shellcheck source=scripts/lib/version-ldflags.sh
+. "$here/scripts/lib/version-ldflags.sh"
 # shellcheck source=scripts/node/build.sh
 . "$here/scripts/node/build.sh"
 # shellcheck source=scripts/node/pki.sh

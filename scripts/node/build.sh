@@ -5,19 +5,6 @@
 # module's build/pause/linux/pause.c, and FROM scratch images of the control plane, pause and
 # metainit (the Dockerfile's final stage, as scripts/image-check.sh builds it).
 
-# The version a release build stamps (k8s.io/kubernetes's hack/lib/version.sh).
-node_ldflags() {
-  local minor date flags=
-  minor=$(echo "$k8s_version" | cut -d. -f2)
-  date=$(cd "$module" && go mod download -json "k8s.io/kubernetes@$k8s_version" |
-    python3 -c 'import json, sys; print(json.load(open(json.load(sys.stdin)["Info"]))["Time"])')
-  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-    flags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    flags+=" -X $pkg.buildDate=$date"
-  done
-  echo "$flags"
-}
-
 build() {
   if [ -x "$bin/kubelet" ] && [ -x "$bin/kube-controller-manager" ] && [ -x "$bin/pause" ] &&
     [ -x "$bin/installer" ]; then
@@ -35,7 +22,7 @@ build() {
   (
     cd "$module" || exit 1
     # Static, as Kubernetes releases them: kube-controller-manager runs FROM scratch.
-    CGO_ENABLED=0 go build -trimpath -ldflags "$(node_ldflags)" -o "$tmp/" \
+    CGO_ENABLED=0 go build -trimpath -ldflags "$(version_ldflags)" -o "$tmp/" \
       k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager
     # The installer whose deadlock tests/node.rs breaks (tests/node/installer).
     CGO_ENABLED=0 go build -trimpath -o "$tmp/installer" ./installer
