@@ -19,6 +19,8 @@ use common::{
     control_plane::{ControlPlane, WAIT, scheduled, until},
     gated_pod, metrics_until,
 };
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
 use serde_json::Value;
 
 const GATE: &str = "example.com/hold";
@@ -147,19 +149,40 @@ async fn kube_apiserver_killed_and_started_again_after_10s() {
 async fn etcd_killed_and_started_again_on_its_data() {
     let (cp, ns, metainit, addr) = running().await;
     cp.stop("etcd");
+    let stopped = Instant::now();
     // What metainit's watch sees while etcd is away, as /readyz reports it: the API server
-    // keeps open watches open (they stream from its cache), and a new list fails.
+    // keeps open watches open (they stream from its cache), so metainit stays ready.
     let (code, body) = admin_get(&addr, "/readyz").await;
-    println!("etcd down: /readyz {code}: {body}");
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let (code_later, body_later) = admin_get(&addr, "/readyz").await;
-    println!("etcd down 10 s: /readyz {code_later}: {body_later}");
+    assert_eq!(code, 200, "etcd down: /readyz, its watch open: {body}");
+    // etcd is really away: the API server cannot write.
+    let write = create_fails(&cp, &ns, Duration::from_secs(8)).await;
+    println!("etcd down: the admin's create {write}");
+    // The fault itself: etcd stays down for 10 s.
+    tokio::time::sleep(Duration::from_secs(10).saturating_sub(stopped.elapsed())).await;
+    let (code, body) = admin_get(&addr, "/readyz").await;
+    assert_eq!(code, 200, "etcd down 10 s: /readyz: {body}");
     cp.start("etcd");
     let took = cleared_after(&cp, &ns, "after").await;
     println!("etcd restart: the new pod cleared and bound {took:?} after its create");
     ready(&addr, 200).await;
     no_hot_loop(&cp, "etcd restart");
     assert!(metainit.stop().await.success());
+}
+
+/// Creates a ConfigMap (which metainit does not watch) as the admin, waiting at most
+/// `limit`: fails the test if it is created; how it failed.
+async fn create_fails(cp: &ControlPlane, ns: &str, limit: Duration) -> String {
+    let api: Api<ConfigMap> = Api::namespaced(cp.client().await, ns);
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "during-the-outage"},
+    }))
+    .expect("a ConfigMap");
+    let start = Instant::now();
+    match tokio::time::timeout(limit, api.create(&PostParams::default(), &cm)).await {
+        Ok(Ok(_)) => panic!("a ConfigMap was created in {ns} while etcd was down"),
+        Ok(Err(e)) => format!("failed after {:?}: {e}", start.elapsed()),
+        Err(_) => format!("had no answer in {limit:?}"),
+    }
 }
 
 /// etcd's JSON gateway: POST `path` with `body`.
