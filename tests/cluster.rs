@@ -98,6 +98,18 @@ async fn a_labelled_gated_pod_is_cleared_with_exactly_rbac_yaml_and_then_schedul
     );
 }
 
+/// Whether the API server's audit log shows a 403 to the user metainit's list of the pods
+/// of `ns`.
+fn list_forbidden(cp: &ControlPlane, ns: &str) -> bool {
+    cp.audit("metainit").iter().any(|e| {
+        e["stage"] == "ResponseComplete"
+            && e["verb"] == "list"
+            && e["objectRef"]["resource"] == "pods"
+            && e["objectRef"]["namespace"] == ns
+            && e["responseStatus"]["code"] == 403
+    })
+}
+
 #[tokio::test]
 async fn without_the_binding_metainit_says_what_to_grant_and_clears_once_it_is_applied() {
     // A control plane of its own: this test is the only one that runs before
@@ -108,6 +120,13 @@ async fn without_the_binding_metainit_says_what_to_grant_and_clears_once_it_is_a
     let pods = cp.pods(&ns).await;
 
     let metainit = cp.metainit(&cp.metainit, &["--namespace", &ns]);
+    // The server's side: it answered metainit's list of the pods with 403 (its audit log).
+    until(
+        "a 403 to metainit's list of pods in the audit log",
+        WAIT,
+        || async { list_forbidden(&cp, &ns).then_some(()) },
+    )
+    .await;
     let forbidden = format!(
         "pods is forbidden: User \\\"metainit\\\" cannot list resource \\\"pods\\\" in API group \\\"\\\" in the namespace \\\"{ns}\\\""
     );
