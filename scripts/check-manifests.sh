@@ -65,9 +65,11 @@ kubectl kustomize manifests/deployment >"$rendered" 2>"$tmp/kustomize.err" \
 # no comments: schema only). A PrometheusRule among the static pod's files gets its header
 # checked but no schema: its spec: goes to rules/NAME.yaml instead (the groups of all of
 # them in manifests/NAME.yaml), for promtool below.
+validated=(manifests/*.yaml)
+headed=(manifests/deployment/*.yaml)
 python3 - "$tmp/docs" \
-    $(printf 'validate:%s ' manifests/*.yaml) \
-    $(printf 'header:%s ' manifests/deployment/*.yaml) \
+    "${validated[@]/#/validate:}" \
+    "${headed[@]/#/header:}" \
     "rendered:$rendered" >"$tmp/docs.list" <<'PY' || die "see above"
 import os, re, sys, yaml
 out, args = sys.argv[1], sys.argv[2:]
@@ -558,8 +560,9 @@ out=$(run_check "${cmd[@]}" 2>&1)
 rc=$?
 set -e
 if grep -q panicked <<<"$out"; then die "--check-config on the Deployment's command line panicked"; fi
-((rc == 2)) && grep -q "no kubeconfig found and not running in a cluster" <<<"$out" \
-    || die "the Deployment's command line, outside a cluster, exited $rc (want 2, asking for the in-cluster config): $out"
+if ((rc != 2)) || ! grep -q "no kubeconfig found and not running in a cluster" <<<"$out"; then
+    die "the Deployment's command line, outside a cluster, exited $rc (want 2, asking for the in-cluster config): $out"
+fi
 echo "outside a cluster, it asks for the in-cluster configuration, as expected: $out"
 
 echo "check-manifests: all manifests OK"

@@ -42,7 +42,9 @@ version_of() { # MODULE: its version in go.mod's require block
 
 k8s_version=$(version_of k8s.io/kubernetes)
 etcd_version=$(version_of go.etcd.io/etcd/server/v3)
-[ -n "$k8s_version" ] && [ -n "$etcd_version" ] || die "cannot read the versions in $module/go.mod"
+if [ -z "$k8s_version" ] || [ -z "$etcd_version" ]; then
+  die "cannot read the versions in $module/go.mod"
+fi
 # The recipe's number changes when the way of building does.
 key=$( (echo recipe 2; cat "$module/go.mod" "$module/go.sum") | sha256sum | cut -c1-12)
 cache=${METAINIT_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metainit/control-plane}
@@ -286,6 +288,7 @@ EOF
   done
   if [ -n "$owner" ]; then
     # The owner is a test binary: when it ends, so does this control plane.
+    # shellcheck disable=SC2016 # the inner bash expands them, from its arguments
     setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" down "$3"' \
       _ "$owner" "$0" "$dir" >/dev/null 2>&1 </dev/null &
   fi

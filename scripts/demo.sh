@@ -77,7 +77,7 @@ kubectl get --raw '/api/v1/namespaces/default/pods?includeUninitialized=true' |
 say "metainit starts"
 "$bin/metainit" --admin-addr 127.0.0.1:0 2>"$work/metainit.log" &
 metainit=$!
-pids+=($metainit)
+pids+=("$metainit")
 if wait $create; then
   echo "kubectl create returned: $(cat "$work/create.out")"
 else
@@ -211,7 +211,7 @@ if run_pod policy policy-controller-0; then echo "admitted: the webhook should h
 say "metainit --webhooks --webhook-grace 2s"
 "$bin/metainit" --webhooks --webhook-grace 2s --admin-addr 127.0.0.1:0 2>"$work/webhooks.log" &
 metainit=$!
-pids+=($metainit)
+pids+=("$metainit")
 until_true "the exemption" kubectl run policy-controller-0 -n policy --image=registry.example/policy:1 --restart=Never
 echo "after 2 s without a ready endpoint, the webhook's own namespace is exempted, and only it:"
 echo "  namespaceSelector: $(selector)"
@@ -234,7 +234,7 @@ echo "Events on the configuration:"
 events=$(kubectl get events -n default --no-headers \
   -o custom-columns=REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message | grep -E "Webhook" || true)
 if [ -z "$events" ]; then echo "no Webhook Event was written" >&2; exit 1; fi
-echo "$events" | sed 's/^/  /'
+echo "  ${events//$'\n'/$'\n'  }"
 kill -TERM $metainit
 if wait $metainit; then
   echo "metainit stopped on SIGTERM, exit 0"

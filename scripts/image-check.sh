@@ -184,7 +184,7 @@ for arch in "${arches[@]}"; do
         -f "$tmp/context/Containerfile" -t "localhost/metainit-image-check:$arch" \
         "$tmp/context" >/dev/null
     "${B[@]}" push --quiet "localhost/metainit-image-check:$arch" "oci:$tmp/oci-$arch" >/dev/null
-    read -r user image_compressed[$arch] < <(inspect "$tmp/oci-$arch" "$arch" "$version" \
+    read -r user "image_compressed[$arch]" < <(inspect "$tmp/oci-$arch" "$arch" "$version" \
         "$revision" "$source_url" "$tmp/from-image-$arch") \
         || die "the $arch image is not what the Dockerfile's final stage should make (see above)"
     cmp -s "$tmp/from-image-$arch" "$tmp/bin/$arch/metainit" \
@@ -339,6 +339,7 @@ grep -q "configuration OK" "$tmp/out" "$tmp/err" || die "--check-config did not 
 # The Deployment's command line (manifests/deployment, as rendered), in a pod's
 # environment: no kubeconfig, the service account's files, the API server's address in
 # the variables the kubelet sets. It must accept the in-cluster configuration.
+# shellcheck disable=SC2016 # Python's text, and $(NODE_NAME) is the manifest's own
 mapfile -t deploy_args < <(kubectl kustomize manifests/deployment | python3 -c '
 import sys, yaml
 dep = [d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] == "Deployment"][0]
@@ -350,8 +351,9 @@ run_env=(KUBERNETES_SERVICE_HOST=10.96.0.1 KUBERNETES_SERVICE_PORT=443)
 run 10 "${deploy_args[@]}" --check-config
 run_env=()
 no_crash "the Deployment's command line"
-((rc == 0)) && grep -q "configuration OK" "$tmp/out" \
-    || die "the Deployment's command line with in-cluster credentials exited $rc (want 0, \"configuration OK\")"
+if ((rc != 0)) || ! grep -q "configuration OK" "$tmp/out"; then
+    die "the Deployment's command line with in-cluster credentials exited $rc (want 0, \"configuration OK\")"
+fi
 
 run "$UNREACHABLE_TIMEOUT" "${UNREACHABLE_ARGS[@]}"
 no_crash "--once against an unreachable server"

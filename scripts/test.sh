@@ -16,6 +16,12 @@ step() {
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
+step "shellcheck -x (every shell script: scripts/**/*.sh, tests/**/*.sh, .ci/run)"
+# A glob, not a list: a new script is checked without being named here.
+shopt -s globstar nullglob
+shellcheck -x scripts/**/*.sh tests/**/*.sh .ci/run
+shopt -u globstar nullglob
+
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 

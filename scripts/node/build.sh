@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2154 # $bin, $cache, $dir, $here, $k8s_version, $module: scripts/node.sh's globals, set before it calls this
 # The node's binaries and images (sourced by scripts/node.sh): kubelet,
 # kube-controller-manager and the test's installer built static from tests/node/go.mod (the
 # installer's source is part of the cache key), the pause binary from the same

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2154 # $here, $node_name: scripts/node.sh's globals, set before it calls this
 # up, env, check-network and down (sourced by scripts/node.sh).
 
 # The kernel parameters the kubelet sets (pkg/kubelet/cm/container_manager_linux.go,
@@ -18,7 +19,7 @@ node_ready() {
 }
 
 up() {
-  local owner= with_metainit=1
+  local owner='' with_metainit=1
   while [ $# -gt 0 ]; do
     case $1 in
       --owner) owner=$2; shift 2 ;;
@@ -58,6 +59,7 @@ up() {
   # No node lifecycle controller runs: lift the not-ready taint TaintNodesByCondition set.
   admin taint node "$node_name" node.kubernetes.io/not-ready- >/dev/null 2>&1 || true
   if [ -n "$owner" ]; then
+    # shellcheck disable=SC2016 # the inner bash expands them, from its arguments
     setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" down "$3"' \
       _ "$owner" "$0" "$dir" >/dev/null 2>&1 </dev/null &
   fi

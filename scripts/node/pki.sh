@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2154 # $dir, $node_name: scripts/node.sh's globals, set before it calls this
 # The node's certificates and kubeconfigs (sourced by scripts/node.sh), as kubeadm lays them
 # out: DIR/etc/kubernetes/pki for the certificates, DIR/etc/kubernetes/*.conf for the
 # kubeconfigs, every one signed by one test CA.

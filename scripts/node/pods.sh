@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2154 # $dir, $here: scripts/node.sh's globals, set before it calls this
 # The static pods (sourced by scripts/node.sh): etcd, kube-apiserver, kube-controller-manager
 # and kube-scheduler as kubeadm writes them (hostNetwork, system-node-critical, the host's
 # configuration mounted at the same path), and metainit from manifests/metainit.yaml as
@@ -59,8 +60,9 @@ EOF
 
 control_plane_pods() {
   local k=$dir/etc/kubernetes p=$dir/etc/kubernetes/pki
-  local etcd=http://127.0.0.1:$(cat "$dir/etcd.port") peer=http://127.0.0.1:$(cat "$dir/etcd-peer.port")
-  local api_port
+  local etcd peer api_port
+  etcd=http://127.0.0.1:$(cat "$dir/etcd.port")
+  peer=http://127.0.0.1:$(cat "$dir/etcd-peer.port")
   api_port=$(cat "$dir/apiserver.port")
   pod etcd 0 HTTP --name=default "--data-dir=$dir/etcd/data" \
     "--listen-client-urls=$etcd" "--advertise-client-urls=$etcd" \

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2154 # $bin, $dir, $node_name: scripts/node.sh's globals, set before it calls this
 # containerd and the kubelet (sourced by scripts/node.sh): their configuration files, how
 # each starts and stops.
 
