@@ -8,9 +8,10 @@
 //
 // Pure rules: the object's slim view, the blockers, the failure table, the orphaned-gate
 // release rules, input checks, the text of times and of what the commands print, the
-// retry schedule of a watch and of start-up.
+// retry schedule of a watch and of start-up, the `--timeout` budget.
 pub mod backoff;
 pub mod blocker;
+pub mod budget;
 pub mod failure;
 pub mod object;
 pub mod output;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use kube::{Api, api::ListParams};
 use tracing::info;
 
-use crate::{Error, Result, discovery, object::Held};
+use crate::{Error, Result, budget::Budget, discovery, object::Held};
 
 /// The most objects one page asks for.
 const PAGE: u32 = 500;
@@ -14,20 +14,47 @@ const PAGE: u32 = 500;
 /// How often an expired continue token starts the listing again before its 410 is the answer.
 const RESTARTS: u32 = 5;
 
+/// How long a listing may wait for the server.
+#[derive(Clone, Copy, Debug)]
+pub enum Bound {
+    /// Every page and restart within what is left of one budget: `--once`, whose
+    /// `--timeout` bounds the whole run.
+    Run(Budget),
+    /// Each page within a budget of its own: `status`, whose `--timeout` is how long it
+    /// waits for each answer (a large cluster's listing may take longer in all).
+    EachPage(Duration),
+}
+
+impl Bound {
+    fn page(self) -> Budget {
+        match self {
+            Bound::Run(b) => b,
+            Bound::EachPage(d) => Budget::from_now(d),
+        }
+    }
+}
+
 /// Every object `params` selects, page by page.
 pub async fn all(
     client: &kube::Client,
     api: &Api<Held>,
     params: ListParams,
     url: &str,
-    deadline: Option<Duration>,
+    bound: Bound,
 ) -> Result<Vec<Held>> {
+    let url_path = api.resource_url();
+    let plural = url_path.rsplit('/').next().unwrap_or_default();
     let first = params.limit(PAGE);
     let mut params = first.clone();
     let mut restarts = 0;
     let mut out = Vec::new();
+    let mut page_no = 1;
     loop {
-        let page = match discovery::with_retries(client, "LIST", url, deadline, || {
+        let what = match page_no {
+            1 => format!("LIST {plural}"),
+            n => format!("LIST {plural}, page {n}"),
+        };
+        let page = match discovery::with_retries(client, &what, url, Some(bound.page()), || {
             api.list(&params)
         })
         .await
@@ -38,13 +65,17 @@ pub async fn all(
                 info!("list continue token expired; listing again");
                 params = first.clone();
                 out.clear();
+                page_no = 1;
                 continue;
             }
             Err(e) => return Err(e),
         };
         out.extend(page.items);
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
+            Some(token) => {
+                params = params.continue_token(&token);
+                page_no += 1;
+            }
             None => return Ok(out),
         }
     }

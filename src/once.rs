@@ -2,7 +2,10 @@
 //! loop over them: each object is tried, and after a failure tried again on its newest
 //! state (a GET), with the same backoff as the daemon, until it is done or the
 //! `--timeout` budget is spent (the last wait is cut to what is left, so retries may use
-//! all of it). Prints a summary; exit 1 names every object that could not be cleared,
+//! all of it). The budget is the whole run's, from its start: discovery, the webhooks
+//! pass, every page of every listing and the clearing wait at most what is left of it,
+//! and a listing it cuts is the run's last line, after the summary (exit 1).
+//! Prints a summary; exit 1 names every object that could not be cleared,
 //! with the last error. SIGTERM or SIGINT starts no new object, stops retrying, lets the
 //! attempts in flight finish (at most `--shutdown-timeout`) and exits 0 if everything
 //! was done, else 1.
@@ -15,13 +18,14 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::{
-    Result,
+    Error, Result,
     blocker::{Leave, Mode},
+    budget::Budget,
     clear::{Clearer, Done},
     cli::RunArgs,
     events::Sink,
     failure::Failure,
-    list,
+    list::{self, Bound},
     metrics::Metrics,
     object::Held,
     retry, setup,
@@ -79,24 +83,26 @@ pub const ON_SIGNAL: &str = "signal received: starting no new object, letting th
 #[derive(Default)]
 struct Pass {
     total: Summary,
-    /// One budget for every resource: it starts once the first list is done.
-    deadline: Option<Instant>,
     /// When a signal came.
     stopping: Option<Instant>,
-    /// Resources not listed: a signal came first.
+    /// Resources not listed: a signal came first, or the budget was spent.
     unlisted: usize,
+    /// The listing the budget ran out in (or before): the run's last line, after the summary.
+    spent: Option<Error>,
     webhooks: Option<Tally>,
 }
 
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
+    // Fixed here, once: a budget that started at the first clearing, or anew for each
+    // request, let a slow or hanging server keep `--once` running well past `--timeout`.
+    let budget = Budget::from_now(args.common.timeout);
     let stop = Shutdown::on_signals_saying(ON_SIGNAL);
-    let timeout = args.common.timeout;
     let metrics = Arc::new(Metrics::default());
     let conn = setup::connect(&args.common.kubeconfig(), args.common.request_timeout, None).await?;
     info!(version = env!("CARGO_PKG_VERSION"), url = %conn.url, label_key = %args.label_key()?, "starting");
     let settings = args.setup_settings()?;
     let (mode, clearers, events) = tokio::select! {
-        setup = setup::clearers(&settings, &conn, &metrics, Some(timeout)) => setup?,
+        setup = setup::clearers(&settings, &conn, &metrics, Some(budget)) => setup?,
         _ = stop.requested() => return Ok(interrupted("the server answered")),
     };
     let mut pass = Pass::default();
@@ -109,7 +115,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             metrics.clone(),
             events.clone(),
             &conn.url,
-            timeout,
+            budget,
             stop.clone(),
         )
         .await?;
@@ -119,7 +125,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         pass.webhooks = Some(tally);
     }
     for clearer in &clearers {
-        if pass.stopping.is_some() {
+        if pass.stopping.is_some() || pass.spent.is_some() {
             pass.unlisted += 1;
             continue;
         }
@@ -128,22 +134,41 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             .api(&clearer.client, args.common.namespace.as_deref());
         let labelled = ListParams::default().labels(&clearer.label_key);
         let objects = tokio::select! {
-            objects = list::all(&conn.client, &api, labelled, &conn.url, Some(timeout)) => objects?,
+            objects = list::all(&conn.client, &api, labelled, &conn.url, Bound::Run(budget)) => objects,
             _ = stop.requested() => return Ok(interrupted("every labelled object was listed")),
         };
+        let objects = match objects {
+            Ok(objects) => objects,
+            // The budget ended it: what was done so far is still summed up.
+            Err(e @ Error::Unreachable(_)) if budget.left().is_zero() => {
+                pass.unlisted += 1;
+                pass.spent = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         warn_unused_only(clearer, &args.only, &objects);
-        pass.clear_all(clearer, objects, &args, &stop).await;
+        pass.clear_all(clearer, objects, budget.end(), &args, &stop)
+            .await;
     }
-    pass.finish(mode.is_some(), &args, &events).await
+    pass.finish(mode.is_some(), budget, &args, &events).await
 }
 
 impl Pass {
-    /// Logs what a signal left undone, waits for the Events (at most what is left of
-    /// the budget or the signal's `--shutdown-timeout`) and prints the summaries.
-    async fn finish(self, mode_known: bool, args: &RunArgs, events: &Sink) -> Result<ExitCode> {
-        let timeout = args.common.timeout;
+    /// Logs what a signal or the budget left undone, waits for the Events (at most what is
+    /// left of the budget or the signal's `--shutdown-timeout`) and prints the summaries;
+    /// then the listing the budget ran out in is the error that ends the run.
+    async fn finish(
+        self,
+        mode_known: bool,
+        budget: Budget,
+        args: &RunArgs,
+        events: &Sink,
+    ) -> Result<ExitCode> {
         let all_done = self.all_done(args.webhooks);
-        if self.stopping.is_some() && !all_done {
+        if self.spent.is_some() {
+            warn!(summary = %self.total, resources_not_listed = self.unlisted, "the --timeout budget was spent before every labelled object was listed");
+        } else if self.stopping.is_some() && !all_done {
             // The objects of resources not reached are not counted: they were never listed.
             warn!(summary = %self.total, resources_not_listed = self.unlisted, "interrupted before every labelled object was done");
         }
@@ -151,7 +176,7 @@ impl Pass {
             Some(since) => {
                 later(since, args.shutdown_timeout).saturating_duration_since(Instant::now())
             }
-            None => timeout,
+            None => budget.left(),
         };
         if !events.drained(events_wait).await {
             warn!("some Events were not written before the timeout");
@@ -163,6 +188,9 @@ impl Pass {
         if let Some(w) = &self.webhooks {
             crate::output::print(&format!("{w}\n"))?;
         }
+        if let Some(e) = self.spent {
+            return Err(e);
+        }
         Ok(if all_done {
             ExitCode::SUCCESS
         } else {
@@ -170,20 +198,17 @@ impl Pass {
         })
     }
 
-    /// Clears `objects`, `--concurrency` at a time, until every one is done or a signal's
-    /// `--shutdown-timeout` is spent.
+    /// Clears `objects`, `--concurrency` at a time, until every one is done, `deadline`
+    /// passes (each object is tried at least once) or a signal's `--shutdown-timeout` is spent.
     async fn clear_all(
         &mut self,
         clearer: &Clearer,
         objects: Vec<Held>,
+        deadline: Instant,
         args: &RunArgs,
         stop: &Shutdown,
     ) {
         let count = objects.len();
-        let timeout = args.common.timeout;
-        let deadline = *self
-            .deadline
-            .get_or_insert_with(|| later(Instant::now(), timeout));
         let mut results = futures::stream::iter(objects)
             .map(|obj| async move {
                 if stop.is_requested() {

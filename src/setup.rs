@@ -50,7 +50,7 @@ pub async fn clearers(
     settings: &Settings,
     conn: &Connection,
     metrics: &Arc<Metrics>,
-    deadline: Option<Duration>,
+    budget: Option<crate::budget::Budget>,
 ) -> Result<(Option<Mode>, Vec<Clearer>, Arc<events::Sink>)> {
     let Settings {
         label_key,
@@ -60,7 +60,7 @@ pub async fn clearers(
     } = settings;
     let (client, url) = (&conn.client, conn.url.as_str());
     let mode =
-        discovery::choose_mode(client, url, settings.mode, deadline, settings.webhooks).await?;
+        discovery::choose_mode(client, url, settings.mode, budget, settings.webhooks).await?;
     conn.legacy.set(mode == Some(Mode::Initializers));
     settings.check_mode(mode)?;
     // Events get a quarter of the patches' bound: in a burst they trail the clearing.
@@ -80,7 +80,7 @@ pub async fn clearers(
     };
     let mut clearers = Vec::new();
     for spec in resources {
-        let target = discovery::resolve(client, url, spec, deadline).await?;
+        let target = discovery::resolve(client, url, spec, budget).await?;
         metrics.known_resource(mode.as_str(), &target.name);
         clearers.push(Clearer {
             client: client.clone(),

@@ -84,7 +84,7 @@ async fn a_403_from_a_ready_server_still_exits_2_with_the_rbac_advice() {
     let (code, _, err) = run_to_end(&args, Duration::from_secs(30)).await;
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("LIST: forbidden")
+        err.contains("LIST pods: forbidden")
             && err.contains("grant the permissions in manifests/rbac.yaml"),
         "{err}"
     );

@@ -49,7 +49,8 @@ pub struct Common {
     pub log_format: LogFormat,
 
     /// The budget of `--once` and `status`: how long they wait for an unreachable API
-    /// server, and how long `--once` may retry objects it cannot clear yet.
+    /// server, and how long `--once` may retry objects it cannot clear yet. For `--once`
+    /// it bounds the whole run, from its start; for `status`, each request.
     #[arg(long, env = "METAINIT_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub timeout: Duration,
 

@@ -8,8 +8,6 @@ mod retries;
 pub use resource::{ResourceSpec, parse_resource};
 pub use retries::{STARTING, with_retries};
 
-use std::time::Duration;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
 use kube::{Api, Client, api::ApiResource};
 use tracing::warn;
@@ -17,6 +15,7 @@ use tracing::warn;
 use crate::{
     Error, Result,
     blocker::Mode,
+    budget::Budget,
     object::{Held, Kind},
 };
 
@@ -108,10 +107,10 @@ pub async fn choose_mode(
     client: &Client,
     url: &str,
     asked: Option<Mode>,
-    deadline: Option<Duration>,
+    budget: Option<Budget>,
     webhooks: bool,
 ) -> Result<Option<Mode>> {
-    let info = with_retries(client, "GET /version", url, deadline, || {
+    let info = with_retries(client, "GET /version", url, budget, || {
         client.apiserver_version()
     })
     .await;
@@ -191,16 +190,16 @@ pub async fn resolve(
     client: &Client,
     url: &str,
     spec: &ResourceSpec,
-    deadline: Option<Duration>,
+    budget: Option<Budget>,
 ) -> Result<Target> {
-    let group_version = group_version(client, url, spec, deadline).await?;
+    let group_version = group_version(client, url, spec, budget).await?;
     let list = if spec.group.is_empty() {
-        with_retries(client, "discovery", url, deadline, || {
+        with_retries(client, "discovery", url, budget, || {
             client.list_core_api_resources(&group_version)
         })
         .await
     } else {
-        with_retries(client, "discovery", url, deadline, || {
+        with_retries(client, "discovery", url, budget, || {
             client.list_api_group_resources(&group_version)
         })
         .await
@@ -235,7 +234,7 @@ async fn group_version(
     client: &Client,
     url: &str,
     spec: &ResourceSpec,
-    deadline: Option<Duration>,
+    budget: Option<Budget>,
 ) -> Result<String> {
     if spec.group.is_empty() {
         return Ok(spec.version.clone().unwrap_or_else(|| "v1".into()));
@@ -243,7 +242,7 @@ async fn group_version(
     if let Some(v) = &spec.version {
         return Ok(format!("{}/{v}", spec.group));
     }
-    let groups = with_retries(client, "discovery", url, deadline, || {
+    let groups = with_retries(client, "discovery", url, budget, || {
         client.list_api_groups()
     })
     .await?;

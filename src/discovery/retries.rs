@@ -10,6 +10,7 @@ use tracing::warn;
 use crate::{
     Error, Result,
     backoff::{self, Backoff},
+    budget::Budget,
     client::{is_tls_failure, is_transient},
     failure::{chain, describe},
 };
@@ -22,22 +23,23 @@ pub const STARTING: Duration = Duration::from_secs(60);
 
 /// Runs a start-up request, retrying transient failures on the watch's schedule
 /// (`crate::backoff`: a refused connection about once a second, else 0.8 s doubling to 30 s),
-/// and a 401 or 403 while the server is starting (`starting`); with a deadline, gives up after
-/// it with an `Unreachable` error that gives the last failure, or says that nothing answered.
-/// A deadline of zero tries once and does not wait (as `kubectl wait --timeout=0`): the one
+/// and a 401 or 403 while the server is starting (`starting`); with a budget, waits at most
+/// what is left of it and then gives up with an `Unreachable` error that names the budget and
+/// gives the last failure, or says that nothing answered; with none left, sends nothing.
+/// A budget of zero tries once and does not wait (as `kubectl wait --timeout=0`): the one
 /// attempt is bounded by `--request-timeout`.
 pub async fn with_retries<T, F, Fut>(
     client: &Client,
     what: &str,
     url: &str,
-    deadline: Option<Duration>,
+    budget: Option<Budget>,
     mut op: F,
 ) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = std::result::Result<T, kube::Error>>,
 {
-    if deadline.is_some_and(|d| d.is_zero()) {
+    if budget.is_some_and(|b| b.is_zero()) {
         return op().await.map_err(|e| {
             if is_transient(&e) {
                 Error::Unreachable(format!(
@@ -51,25 +53,43 @@ where
     }
     let last = std::sync::Mutex::new(String::new());
     let attempt = retrying(client, what, url, &mut op, &last);
-    let result = match deadline {
-        Some(d) => match tokio::time::timeout(d, attempt).await {
-            Ok(r) => r,
-            Err(_) => {
-                let d = crate::text::duration(d);
-                let last = last.lock().map(|l| l.clone()).unwrap_or_default();
-                let last = if last.is_empty() {
-                    format!("no answer within {d}")
-                } else {
-                    last
-                };
+    let result = match budget {
+        Some(b) => {
+            let left = b.left();
+            if left.is_zero() {
                 return Err(Error::Unreachable(format!(
-                    "could not reach the API server at {url} within {d} ({what}): {last}"
+                    "{what} not sent to the API server at {url}: {SPENT} ({})",
+                    b.length()
                 )));
             }
-        },
+            match tokio::time::timeout(left, attempt).await {
+                Ok(r) => r,
+                Err(_) => {
+                    let last = last.lock().map(|l| l.clone()).unwrap_or_default();
+                    return Err(spent(b, left, what, url, last));
+                }
+            }
+        }
         None => attempt.await,
     };
     result.map_err(|e| describe_failure(what, url, e))
+}
+
+/// What the errors of a spent budget say: `--once` ends there, whatever is left undone.
+const SPENT: &str = "--timeout spent";
+
+/// The error when `budget` ran out during `what`, which had `left` of it: the last failure,
+/// or that nothing answered.
+fn spent(budget: Budget, left: Duration, what: &str, url: &str, last: String) -> Error {
+    let last = if last.is_empty() {
+        format!("no answer within {}", crate::text::duration(left))
+    } else {
+        last
+    };
+    Error::Unreachable(format!(
+        "could not reach the API server at {url} within {} ({what}; {SPENT}): {last}",
+        budget.length()
+    ))
 }
 
 /// The attempts, until one succeeds or fails for good; `last` says the last failure. Our own

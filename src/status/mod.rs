@@ -20,8 +20,10 @@ pub use table::{over_age, summary, table, webhooks_table};
 use crate::{
     Result,
     blocker::Mode,
+    budget::Budget,
     cli::{self, StatusArgs},
     discovery::{self, ResourceSpec, Target},
+    list::Bound,
     object::{Held, Kind},
     release::Rules,
     shutdown::Shutdown,
@@ -114,9 +116,12 @@ async fn report(args: &StatusArgs) -> Result<Report> {
     };
     let conn = crate::setup::connect(&common.kubeconfig(), common.request_timeout, None).await?;
     let (client, url) = (conn.client, conn.url);
-    let deadline = Some(common.timeout);
+    // `--timeout` is how long each request may wait for an answer (a large cluster's
+    // listing may take longer in all): a budget of its own for each.
+    let timeout = common.timeout;
+    let fresh = || Some(Budget::from_now(timeout));
     let mode =
-        discovery::choose_mode(&client, &url, common.mode.mode(), deadline, args.webhooks).await?;
+        discovery::choose_mode(&client, &url, common.mode.mode(), fresh(), args.webhooks).await?;
     conn.legacy.set(mode == Some(Mode::Initializers));
     cli::rules::check_mode(args.gate_flag(), &[ResourceSpec::pods()], mode)?;
     let webhooks = match args.webhooks {
@@ -135,15 +140,15 @@ async fn report(args: &StatusArgs) -> Result<Report> {
     };
     let targets = match mode {
         Mode::SchedulingGates => {
-            vec![discovery::resolve(&client, &url, &ResourceSpec::pods(), deadline).await?]
+            vec![discovery::resolve(&client, &url, &ResourceSpec::pods(), fresh()).await?]
         }
-        Mode::Initializers => every_listable_resource(&client, &url, deadline).await?,
+        Mode::Initializers => every_listable_resource(&client, &url, timeout).await?,
     };
     let mut items = Vec::new();
     let mut seen = HashSet::new();
     let now = Timestamp::now();
     for target in &targets {
-        let objects = list_all(&client, target, common.namespace.as_deref(), &url, deadline);
+        let objects = list_all(&client, target, common.namespace.as_deref(), &url, timeout);
         for obj in objects.await? {
             // The same object can be served by two groups (deployments in apps and extensions).
             let new = |uid: &String| seen.insert(uid.clone());
@@ -288,15 +293,16 @@ fn row(
 async fn every_listable_resource(
     client: &Client,
     url: &str,
-    deadline: Option<Duration>,
+    timeout: Duration,
 ) -> Result<Vec<Target>> {
+    let fresh = || Some(Budget::from_now(timeout));
     let mut lists = Vec::new();
-    let core = discovery::with_retries(client, "discovery", url, deadline, || {
+    let core = discovery::with_retries(client, "discovery", url, fresh(), || {
         client.list_core_api_resources("v1")
     })
     .await?;
     lists.push(("v1".to_string(), core));
-    let groups = discovery::with_retries(client, "discovery", url, deadline, || {
+    let groups = discovery::with_retries(client, "discovery", url, fresh(), || {
         client.list_api_groups()
     })
     .await?;
@@ -308,7 +314,7 @@ async fn every_listable_resource(
             continue;
         };
         let gv = gv.group_version;
-        let list = discovery::with_retries(client, "discovery", url, deadline, || {
+        let list = discovery::with_retries(client, "discovery", url, fresh(), || {
             client.list_api_group_resources(&gv)
         })
         .await?;
@@ -349,11 +355,18 @@ async fn list_all(
     target: &Target,
     namespace: Option<&str>,
     url: &str,
-    deadline: Option<Duration>,
+    timeout: Duration,
 ) -> Result<Vec<Held>> {
     if namespace.is_some() && !target.namespaced {
         return Ok(Vec::new());
     }
     let api = target.api(client, namespace);
-    crate::list::all(client, &api, ListParams::default(), url, deadline).await
+    crate::list::all(
+        client,
+        &api,
+        ListParams::default(),
+        url,
+        Bound::EachPage(timeout),
+    )
+    .await
 }

@@ -70,14 +70,14 @@ pub async fn list_labelled(
     kind: ConfigKind,
     label_key: &str,
     url: &str,
-    deadline: Option<std::time::Duration>,
+    budget: Option<crate::budget::Budget>,
 ) -> crate::Result<Vec<DynamicObject>> {
     let ar = kind.resource();
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let params = kube::api::ListParams::default().labels(label_key);
     let what = format!("LIST {}", ar.plural);
     let list =
-        crate::discovery::with_retries(client, &what, url, deadline, || api.list(&params)).await?;
+        crate::discovery::with_retries(client, &what, url, budget, || api.list(&params)).await?;
     Ok(list.items)
 }
 

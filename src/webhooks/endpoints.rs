@@ -39,11 +39,11 @@ pub async fn ready_now(
     client: &Client,
     service: &Service,
     url: &str,
-    deadline: Option<Duration>,
+    budget: Option<crate::budget::Budget>,
 ) -> crate::Result<usize> {
     let what = format!("LIST endpointslices of {service}");
     let slices =
-        crate::discovery::with_retries(client, &what, url, deadline, || slices(client, service))
+        crate::discovery::with_retries(client, &what, url, budget, || slices(client, service))
             .await?;
     Ok(ready_count(&slices))
 }

@@ -6,7 +6,7 @@
 //! ready endpoint again is restored. A PATCH that fails is tried again on the newest state
 //! (a GET) until `--timeout` is spent, as `--once` does for objects.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc};
 
 use kube::{
     Api, Client, ResourceExt,
@@ -21,8 +21,8 @@ use tracing::info;
 
 use super::{ConfigKind, Engine, Look, Settings, Source, configs, decide, key_of};
 use crate::{
-    Result, events::Sink, failure::Failure, metrics::Metrics, retry, shutdown::Shutdown,
-    validation::later,
+    Result, budget::Budget, events::Sink, failure::Failure, metrics::Metrics, retry,
+    shutdown::Shutdown,
 };
 
 /// Tallies of one `--once` pass over the webhook configurations.
@@ -79,12 +79,11 @@ pub async fn run(
     metrics: Arc<Metrics>,
     events: Arc<Sink>,
     url: &str,
-    timeout: Duration,
+    budget: Budget,
     stop: Shutdown,
 ) -> Result<Tally> {
-    let deadline = later(Instant::now(), timeout);
     let (stores, mut writers, keys, listed) = tokio::select! {
-        state = list(&client, &settings.label_key, url, timeout) => state?,
+        state = list(&client, &settings.label_key, url, budget) => state?,
         _ = stop.requested() => return Ok(Tally { unlisted: true, ..Tally::default() }),
     };
     info!(configurations = keys.len(), services = listed.len(), label_key = %settings.label_key,
@@ -107,7 +106,7 @@ pub async fn run(
             tally.not_tried = keys.len() - i;
             break;
         }
-        match settle(&engine, &mut writers, key, deadline, &stop).await {
+        match settle(&engine, &mut writers, key, budget.end(), &stop).await {
             Ok(look) => tally.add(look),
             Err(_) => tally.failed += 1,
         }
@@ -122,7 +121,7 @@ async fn list(
     client: &Client,
     label_key: &str,
     url: &str,
-    timeout: Duration,
+    budget: Budget,
 ) -> Result<(
     Vec<(ApiResource, Store<DynamicObject>)>,
     Writers,
@@ -133,7 +132,7 @@ async fn list(
     let mut writers = Vec::new();
     let mut keys = Vec::new();
     for kind in ConfigKind::ALL {
-        let items = configs::list_labelled(client, kind, label_key, url, Some(timeout)).await?;
+        let items = configs::list_labelled(client, kind, label_key, url, Some(budget)).await?;
         let ar = kind.resource();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
         let mut writer: Writer<DynamicObject> = Writer::new(ar.clone());
@@ -149,7 +148,7 @@ async fn list(
     let configs: Vec<_> = stores.iter().flat_map(|(_, s)| s.state()).collect();
     let mut listed = HashMap::new();
     for s in decide::guarded_services(configs.iter().map(|o| &o.data)) {
-        let ready = super::endpoints::ready_now(client, &s, url, Some(timeout)).await?;
+        let ready = super::endpoints::ready_now(client, &s, url, Some(budget)).await?;
         listed.insert(s, ready > 0);
     }
     Ok((stores, writers, keys, listed))

@@ -15,7 +15,7 @@ use super::{
     hook::{self, Service},
     record::records_of,
 };
-use crate::{Result, text};
+use crate::{Result, budget::Budget, text};
 
 /// One webhook that is down or exempted.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -123,12 +123,13 @@ pub async fn list(
 ) -> Result<Vec<WebhookRow>> {
     let mut configs = Vec::new();
     for kind in ConfigKind::ALL {
-        let items = list_labelled(client, kind, label_key, url, deadline).await?;
+        let items =
+            list_labelled(client, kind, label_key, url, deadline.map(Budget::from_now)).await?;
         configs.extend(items.into_iter().map(|o| (kind.label(), o)));
     }
     let mut ready = HashMap::new();
     for s in hook::guarded_services(configs.iter().map(|(_, o)| &o.data)) {
-        let count = ready_now(client, &s, url, deadline).await?;
+        let count = ready_now(client, &s, url, deadline.map(Budget::from_now)).await?;
         ready.insert(s, count);
     }
     Ok(rows(&configs, &ready, Timestamp::now()))

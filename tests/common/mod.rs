@@ -505,6 +505,7 @@ pub mod msg {
     pub const UNREACHABLE: &str = "could not reach the API server at ";
     pub const NO_ANSWER: &str = "no answer within ";
     pub const TRIED_ONCE: &str = "tried once as --timeout is 0s";
+    pub const TIMEOUT_SPENT: &str = "--timeout spent";
     pub const NOT_REACHABLE_YET: &str = "API server not reachable yet, retrying";
     pub const EMPTY_BODY: &str = "with an empty body, not a Status";
     pub const NOT_KUBERNETES: &str = "does not look like a Kubernetes API server";
@@ -566,6 +567,7 @@ pub mod msg {
         UNREACHABLE,
         NO_ANSWER,
         TRIED_ONCE,
+        TIMEOUT_SPENT,
         NOT_REACHABLE_YET,
         EMPTY_BODY,
         NOT_KUBERNETES,

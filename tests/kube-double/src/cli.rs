@@ -81,6 +81,12 @@ pub struct Cli {
     /// How many requests of --hang-method hang.
     #[arg(long, requires = "hang_method")]
     pub hang_count: Option<u32>,
+    /// Only requests of --hang-method whose path starts with this hang.
+    #[arg(long, requires = "hang_method")]
+    pub hang_path: Option<String>,
+    /// How many requests that would hang are answered first.
+    #[arg(long, default_value_t = 0, requires = "hang_method")]
+    pub hang_after: u32,
     /// Retry-After seconds on 429 and 503.
     #[arg(long, default_value_t = 1)]
     pub retry_after: u64,
@@ -172,6 +178,8 @@ impl Cli {
                 reject_writes: self.reject_writes.clone(),
                 hang_method: self.hang_method.clone(),
                 hang_count: self.hang_count.unwrap_or(0),
+                hang_path: self.hang_path.clone(),
+                hang_after: self.hang_after,
                 starting: false,
             },
             seed: self.seed,

@@ -136,6 +136,12 @@ pub struct Faults {
     pub hang_method: Option<String>,
     /// How many more requests of `hang_method` hang; decremented as each one does.
     pub hang_count: u32,
+    /// Limits `hang_method` to requests whose path (query aside) starts with this, such as
+    /// `/apis/apps/v1/deployments`; `None`: every path.
+    pub hang_path: Option<String>,
+    /// How many requests that would hang are answered first (a server that stops answering
+    /// halfway through a paged list); decremented as each one is.
+    pub hang_after: u32,
     /// kube-apiserver's first second or so, before its RBAC policy is in place (measured on
     /// 1.37.2): every request, `/version` and discovery included, answered 403 `forbidden:
     /// User "U" cannot get path "/P"` (resources: the RBAC message), while `/readyz` answers
@@ -158,6 +164,8 @@ pub struct FaultsWire {
     pub reject_writes: Option<Rejection>,
     pub hang_method: Option<String>,
     pub hang_count: u32,
+    pub hang_path: Option<String>,
+    pub hang_after: u32,
     pub starting: bool,
 }
 
@@ -175,6 +183,8 @@ impl From<FaultsWire> for Faults {
             reject_writes: w.reject_writes,
             hang_method: w.hang_method,
             hang_count: w.hang_count,
+            hang_path: w.hang_path,
+            hang_after: w.hang_after,
             starting: w.starting,
         }
     }
@@ -194,6 +204,8 @@ impl From<&Faults> for FaultsWire {
             reject_writes: f.reject_writes.clone(),
             hang_method: f.hang_method.clone(),
             hang_count: f.hang_count,
+            hang_path: f.hang_path.clone(),
+            hang_after: f.hang_after,
             starting: f.starting,
         }
     }

@@ -135,7 +135,7 @@ async fn respond(
     body: &Bytes,
 ) -> Response<Body> {
     shared.arrive(method.as_str());
-    if shared.take_hang(method.as_str()) {
+    if shared.take_hang(method.as_str(), path) {
         // Read completely, never answered: a half-open connection through a load
         // balancer. Not logged (never answered); the future is dropped when the client
         // closes the connection (hyper sees the EOF mid-message) or the double stops.

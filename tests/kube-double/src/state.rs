@@ -92,17 +92,24 @@ impl Shared {
         relock(&self.arrived).get(method).copied().unwrap_or(0)
     }
 
-    /// True when a request with this method must hang: takes one from `hang_count`.
-    pub fn take_hang(&self, method: &str) -> bool {
+    /// True when a request with this method and path must hang: takes one from
+    /// `hang_count`, once `hang_after` requests that would have hung were answered.
+    pub fn take_hang(&self, method: &str, path: &str) -> bool {
         let mut f = relock(&self.faults);
         let hit = f.hang_count > 0
             && f.hang_method
                 .as_deref()
-                .is_some_and(|m| m.eq_ignore_ascii_case(method));
-        if hit {
-            f.hang_count -= 1;
+                .is_some_and(|m| m.eq_ignore_ascii_case(method))
+            && f.hang_path.as_deref().is_none_or(|p| path.starts_with(p));
+        if !hit {
+            return false;
         }
-        hit
+        if f.hang_after > 0 {
+            f.hang_after -= 1;
+            return false;
+        }
+        f.hang_count -= 1;
+        true
     }
 
     /// The token table now in force (cheap: shared).

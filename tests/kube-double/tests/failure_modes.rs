@@ -314,6 +314,54 @@ async fn requests_accepted_and_never_answered() {
     );
 }
 
+/// `hang_path` and `hang_after`: a server that stops answering halfway through one
+/// resource's paged list, the other paths answered.
+#[tokio::test]
+async fn requests_to_one_path_hang_after_some_were_answered() {
+    let (d, c) = start_with(Config::modern()).await;
+    for name in ["a", "b", "c"] {
+        c.post(PODS, pod(name)).await;
+    }
+    d.set_faults(Faults {
+        hang_method: Some("GET".into()),
+        hang_count: 1,
+        hang_path: Some("/api/v1/pods".into()),
+        hang_after: 1,
+        ..Faults::default()
+    });
+    // Another path, even one the prefix does not start (a namespaced list), is answered.
+    assert_eq!(c.get(PODS).await.status, 200);
+    assert_eq!(c.get("/api/v1").await.status, 200);
+    let first = c.get("/api/v1/pods?limit=2").await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    let token = first.json()["metadata"]["continue"]
+        .as_str()
+        .expect("a second page")
+        .to_string();
+    let second = format!("/api/v1/pods?limit=2&continue={token}");
+    let hung = tokio::time::timeout(
+        Duration::from_secs(1),
+        c.try_request("GET", &second, None, None, None),
+    )
+    .await;
+    assert!(hung.is_err(), "the second page was answered");
+    let f = d.faults();
+    assert_eq!((f.hang_count, f.hang_after), (0, 0));
+    // The wire form carries both.
+    let r = c
+        .put(
+            "/_double/faults",
+            json!({"hangMethod": "GET", "hangCount": 1, "hangPath": "/apis/apps", "hangAfter": 2}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let f = d.faults();
+    assert_eq!(
+        (f.hang_path.as_deref(), f.hang_after),
+        (Some("/apis/apps"), 2)
+    );
+}
+
 #[tokio::test]
 async fn recreate_modern_pod_is_gated_again() {
     let (d, c) = start_with(Config::modern()).await;
