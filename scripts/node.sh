@@ -8,7 +8,9 @@
 #   bash scripts/node.sh build                      # once; cached outside the repo
 #   eval "$(bash scripts/node.sh up [--owner PID] [--without-metainit])"
 #   bash scripts/node.sh env [DIR]                  # the env of a running one
+#   bash scripts/node.sh metainit [DIR]             # metainit's manifest written, as up does
 #   bash scripts/node.sh stop|start kubelet|containerd [DIR]
+#   bash scripts/node.sh stop|start node [DIR]      # a restart: kubelet, containers, containerd
 #   bash scripts/node.sh check-network [DIR]        # fails if anything dialled off loopback
 #   bash scripts/node.sh down [DIR]                 # stops it, removes DIR, restores sysctls
 #
@@ -24,9 +26,10 @@
 # - Every pod is hostNetwork; containerd's CNI configuration is the loopback plugin alone, so
 #   the runtime reports its network ready and nothing gets an address: nothing dials outside
 #   127.0.0.0/8 (`check-network` reads the kubelet's and containerd's logs too).
-# - kube-controller-manager runs the deployment, replicaset, serviceaccount,
-#   serviceaccount-token and root-ca-cert-publisher (kube-root-ca.crt, which every pod's
-#   token volume needs) controllers only. Not the node lifecycle controller: the not-ready
+# - kube-controller-manager runs the deployment, replicaset, garbagecollector (a deleted
+#   Deployment's ReplicaSets and pods go with it), serviceaccount, serviceaccount-token and
+#   root-ca-cert-publisher (kube-root-ca.crt, which every pod's token volume needs)
+#   controllers only. Not the node lifecycle controller: the not-ready
 #   taint that TaintNodesByCondition puts on a new Node is lifted by `up` once the kubelet
 #   reports the Node Ready, and nothing evicts pods when the kubelet stops for a restart.
 # - The kubelet as kubeadm configures it (client certificate for system:node:NAME in
@@ -68,17 +71,19 @@ cmd=${1:-}
 case $cmd in
   build) build ;;
   up) dir=; up "$@" ;;
-  env | down | check-network)
+  env | down | check-network | metainit)
     dir=${1:-${METAINIT_NODE:-}}
     [ -n "$dir" ] || die "which node? give its directory or set METAINIT_NODE"
-    case $cmd in env) env_of ;; down) down ;; check-network) check_network ;; esac
+    case $cmd in
+      env) env_of ;; down) down ;; check-network) check_network ;; metainit) metainit_pod ;;
+    esac
     ;;
   stop | start)
     what=${1:-}
     dir=${2:-${METAINIT_NODE:-}}
-    case $what in kubelet | containerd) ;; *) die "$cmd what? kubelet or containerd" ;; esac
+    case $what in kubelet | containerd | node) ;; *) die "$cmd what? kubelet, containerd or node" ;; esac
     [ -d "$dir" ] || die "which node? give its directory or set METAINIT_NODE"
-    if [ "$cmd" = stop ]; then stop "$what"; else "start_$what"; fi
+    if [ "$cmd" = stop ]; then "stop_$what"; else "start_$what"; fi
     ;;
   *)
     sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2

@@ -13,42 +13,12 @@
 
 mod common;
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::{path::PathBuf, process::Command};
 
 use common::{
     control_plane::{ControlPlane, WAIT, patched_by, scheduled, until},
-    gated_pod, until_readyz,
+    gated_pod, helm_binary, until_readyz,
 };
-
-/// helm's path: `METAINIT_HELM`, or the one scripts/helm.sh builds (and caches). A missing
-/// helm fails the test: it never passes by skipping.
-fn helm_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("METAINIT_HELM").filter(|p| !p.is_empty()) {
-        let path = PathBuf::from(path);
-        assert!(
-            path.is_file(),
-            "METAINIT_HELM={} is not a file: unset it, or run `bash scripts/helm.sh path`",
-            path.display()
-        );
-        return path;
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/helm.sh");
-    let out = Command::new("bash")
-        .arg(script)
-        .arg("path")
-        .output()
-        .expect("bash runs");
-    assert!(
-        out.status.success(),
-        "no helm: `bash scripts/helm.sh path` failed (it builds helm from tests/helm/go.mod \
-         with Go; or set METAINIT_HELM): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
 
 /// helm as the control plane's admin, with its cache and settings in a directory of its own.
 struct Helm {

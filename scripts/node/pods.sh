@@ -13,7 +13,8 @@ place() {
 
 # pod NAME PROBE-PORT PROBE-SCHEME ARGS...: a control-plane static pod whose
 # container runs localhost/node/NAME:test with ARGS, mounting DIR (its configuration, its
-# certificates and etcd's data) at the same path; PROBE-PORT 0 for no probe.
+# certificates, etcd's data and the API server's audit log) at the same path; PROBE-PORT 0
+# for no probe.
 pod() {
   local name=$1 port=$2 scheme=$3 args="" probe=""
   shift 3
@@ -49,17 +50,36 @@ spec:
 $args$probe    volumeMounts:
     - {name: node, mountPath: $dir/etc/kubernetes, readOnly: true}
     - {name: etcd-data, mountPath: $dir/etcd}
+    - {name: log, mountPath: $dir/log}
   volumes:
   - name: node
     hostPath: {path: $dir/etc/kubernetes, type: Directory}
   - name: etcd-data
     hostPath: {path: $dir/etcd, type: DirectoryOrCreate}
+  - name: log
+    hostPath: {path: $dir/log, type: DirectoryOrCreate}
 EOF
   place "$name"
 }
 
+# The API server's audit policy: who changed a pod, and when (the tests read who cleared a
+# gate, and the boot benchmark when), nothing else.
+audit_policy() {
+  cat >"$dir/etc/kubernetes/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [patch, update]
+  resources: [{group: "", resources: [pods]}]
+- level: None
+EOF
+}
+
 control_plane_pods() {
   local k=$dir/etc/kubernetes p=$dir/etc/kubernetes/pki
+  audit_policy
   local etcd peer api_port
   etcd=http://127.0.0.1:$(cat "$dir/etcd.port")
   peer=http://127.0.0.1:$(cat "$dir/etcd-peer.port")
@@ -79,10 +99,11 @@ control_plane_pods() {
     --kubelet-preferred-address-types=InternalIP \
     --service-cluster-ip-range=10.96.0.0/16 "--service-account-issuer=https://127.0.0.1:$api_port" \
     "--service-account-key-file=$p/sa.pub" "--service-account-signing-key-file=$p/sa.key" \
-    --enable-aggregator-routing=true --endpoint-reconciler-type=none --allow-privileged=true
+    --enable-aggregator-routing=true --endpoint-reconciler-type=none --allow-privileged=true \
+    "--audit-policy-file=$k/audit-policy.yaml" "--audit-log-path=$dir/log/audit.log"
   pod kube-controller-manager 0 HTTPS "--kubeconfig=$k/controller-manager.conf" \
     --leader-elect=false --secure-port=0 --use-service-account-credentials=true \
-    --controllers=deployment,replicaset,serviceaccount,serviceaccount-token,root-ca-cert-publisher \
+    --controllers=deployment,replicaset,garbagecollector,serviceaccount,serviceaccount-token,root-ca-cert-publisher \
     "--service-account-private-key-file=$p/sa.key" "--root-ca-file=$p/ca.crt"
   pod kube-scheduler 0 HTTPS "--kubeconfig=$k/scheduler.conf" --leader-elect=false --secure-port=0
 }

@@ -22,6 +22,22 @@ stop() { # NAME: SIGTERM, then SIGKILL after 10 s
   rm -f "$dir/$1.pid"
 }
 
+stop_kubelet() { stop kubelet; }
+stop_containerd() { stop containerd; }
+
+# A node going down as in a power cut: the kubelet, then every container (the static pods'
+# included), then containerd; its directories stay for start_node.
+stop_node() {
+  stop kubelet
+  stop_all_containers
+  stop containerd
+}
+
+start_node() {
+  start_containerd
+  start_kubelet
+}
+
 # wait_for WHAT SECONDS COMMAND...: polls COMMAND until it succeeds.
 wait_for() {
   local what=$1 limit=$2

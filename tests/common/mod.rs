@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod control_plane;
+pub mod node;
 
 use std::{
     path::PathBuf,
@@ -615,4 +616,31 @@ pub mod msg {
         NO_WEBHOOK_DOWN,
         FAILING_CLOSED,
     ];
+}
+
+/// helm's path: `METAINIT_HELM`, or the one scripts/helm.sh builds (and caches). A missing
+/// helm fails the test: it never passes by skipping.
+pub fn helm_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("METAINIT_HELM").filter(|p| !p.is_empty()) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "METAINIT_HELM={} is not a file: unset it, or run `bash scripts/helm.sh path`",
+            path.display()
+        );
+        return path;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/helm.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .arg("path")
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "no helm: `bash scripts/helm.sh path` failed (it builds helm from tests/helm/go.mod \
+         with Go; or set METAINIT_HELM): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }

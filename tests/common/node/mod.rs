@@ -1,0 +1,279 @@
+//! A real control-plane node for the tests and the boot benchmark (`scripts/node.sh`), and
+//! what they read from it: the API server through kubectl as the admin, the kubelet's pods,
+//! metainit's process. Std only: the node's tests are synchronous.
+
+pub mod installer;
+
+use std::{
+    collections::HashMap,
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use serde_json::Value;
+
+/// The installer's gate (tests/node/installer): its controller lifts it from every pod.
+pub const GATE: &str = "example.com/installer";
+/// A gate nothing on the node lifts but metainit.
+pub const HELD: &str = "example.com/held";
+pub const WAIT: Duration = Duration::from_secs(120);
+
+pub struct Node {
+    pub env: HashMap<String, String>,
+}
+
+impl Node {
+    /// A node booted for this test binary (and stopped when it exits); or, for a run by
+    /// hand, the one `METAINIT_NODE` names, if it has just booted.
+    pub fn up() -> Node {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/node.sh");
+        let args = match std::env::var("METAINIT_NODE") {
+            Ok(dir) if !dir.is_empty() => vec!["env".to_string(), dir],
+            _ => vec![
+                "up".into(),
+                "--owner".into(),
+                std::process::id().to_string(),
+            ],
+        };
+        let out = Command::new("bash")
+            .arg(&script)
+            .args(&args)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "scripts/node.sh up failed (its reason is above)"
+        );
+        let env = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Node { env }
+    }
+
+    pub fn get(&self, k: &str) -> String {
+        self.env
+            .get(k)
+            .unwrap_or_else(|| panic!("scripts/node.sh printed no {k}"))
+            .clone()
+    }
+
+    pub fn path(&self, k: &str) -> PathBuf {
+        self.get(k).into()
+    }
+
+    /// kubectl as the admin; its stdout, or a failure with its stderr.
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.get("NODE_ADMIN"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().expect("kubectl ends");
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    pub fn apply(&self, yaml: &str) {
+        self.kubectl(&["apply", "-f", "-"], Some(yaml))
+            .unwrap_or_else(|e| panic!("kubectl apply failed: {e}\n{yaml}"));
+    }
+
+    pub fn json(&self, args: &[&str]) -> Option<Value> {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        let text = self.kubectl(&all, None).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    pub fn pod(&self, ns: &str, name: &str) -> Option<Value> {
+        self.json(&["-n", ns, "get", "pod", name])
+    }
+
+    /// `scripts/node.sh CMD... DIR` on this node; whether it succeeded.
+    pub fn script(&self, args: &[&str]) -> bool {
+        Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/node.sh"))
+            .args(args)
+            .arg(self.get("METAINIT_NODE"))
+            .stdout(Stdio::null())
+            .status()
+            .expect("bash runs")
+            .success()
+    }
+
+    /// Whether the API server's /readyz answers 200 now (as the admin, within 1 s).
+    pub fn readyz(&self) -> bool {
+        let pki = self.path("NODE_PKI");
+        Command::new("curl")
+            .args(["-sf", "-o", "/dev/null", "--max-time", "1", "--cacert"])
+            .arg(pki.join("ca.crt"))
+            .arg("--cert")
+            .arg(pki.join("admin.crt"))
+            .arg("--key")
+            .arg(pki.join("admin.key"))
+            .arg(format!("{}/readyz", self.get("NODE_SERVER")))
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// The mirror pod of metainit's static pod.
+    pub fn metainit(&self) -> Option<Value> {
+        self.pod(
+            "kube-system",
+            &format!("metainit-{}", self.get("NODE_NAME")),
+        )
+    }
+
+    /// The pods of a namespace whose labels match `selector`.
+    pub fn pods(&self, ns: &str, selector: &str) -> Vec<Value> {
+        self.json(&["-n", ns, "get", "pods", "-l", selector])
+            .and_then(|v| v["items"].as_array().cloned())
+            .unwrap_or_default()
+    }
+}
+
+/// A pod labelled with metainit's key and held by gate `HELD`: one that runs on the node
+/// (hostNetwork, the pause image) if `runs`, else one no node can take (only its gate matters).
+pub fn held_pod(ns: &str, name: &str, runs: bool) -> String {
+    let placement = if runs {
+        "hostNetwork: true"
+    } else {
+        "nodeSelector: {example.com/no-such-node: \"true\"}"
+    };
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}, labels: {{\"{}\": \"true\"}}}}\nspec:\n  {placement}\n  schedulingGates: [{{name: {HELD}}}]\n  containers: [{{name: c, image: localhost/node/pause:test, imagePullPolicy: Never}}]\n",
+        crate::common::LABEL
+    )
+}
+
+/// Polls `check` until it gives a value, for at most `limit`.
+pub fn until<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "not within {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+pub fn gates(pod: &Value) -> Vec<String> {
+    pod["spec"]["schedulingGates"]
+        .as_array()
+        .map(|g| {
+            g.iter()
+                .filter_map(|g| g["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn running_and_ready(pod: &Value) -> bool {
+    pod["status"]["phase"] == "Running"
+        && pod["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
+/// When the pod's (first) container started running, in seconds since the epoch.
+pub fn started_at(pod: &Value) -> i64 {
+    started(pod).unwrap_or_else(|| panic!("not running: {pod}"))
+}
+
+pub fn started(pod: &Value) -> Option<i64> {
+    let text = pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"].as_str()?;
+    Some(epoch_seconds(text) as i64)
+}
+
+/// Seconds since the epoch, as the API server writes its times (whole seconds).
+pub fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// The API server's audit log on this node: each PATCH or UPDATE of pod NS/NAME, as (user,
+/// response code, when it was received in seconds since the epoch, to the microsecond).
+pub fn pod_writes(node: &Node, ns: &str, name: &str) -> Vec<(String, i64, f64)> {
+    let log = node.path("METAINIT_NODE").join("log/audit.log");
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| {
+            e["objectRef"]["namespace"] == ns
+                && e["objectRef"]["name"] == name
+                && e["objectRef"]["subresource"].is_null()
+        })
+        .map(|e| {
+            let user = e["user"]["username"].as_str().unwrap_or("").to_string();
+            let code = e["responseStatus"]["code"].as_i64().unwrap_or(0);
+            let at = e["requestReceivedTimestamp"]
+                .as_str()
+                .map_or(0.0, epoch_seconds);
+            (user, code, at)
+        })
+        .collect()
+}
+
+/// RFC 3339 (`2026-11-26T17:03:04.123456Z`) to seconds since the epoch.
+pub fn epoch_seconds(text: &str) -> f64 {
+    let out = Command::new("date")
+        .args(["-u", "-d", text, "+%s.%N"])
+        .output()
+        .expect("date runs");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("not a time: {text}"))
+}
+
+pub fn restarts(pod: &Value) -> i64 {
+    pod["status"]["containerStatuses"][0]["restartCount"]
+        .as_i64()
+        .unwrap_or(-1)
+}
+
+/// The uid of the process running metainit's static pod (its command line is the manifest's).
+pub fn metainit_process_uid() -> Option<u32> {
+    let pid = metainit_pid()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let uid = status.lines().find(|l| l.starts_with("Uid:"))?;
+    uid.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The pid of the process running metainit's static pod (its command line is the manifest's).
+pub fn metainit_pid() -> Option<u32> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.starts_with("/metainit --kubeconfig=/etc/kubernetes/metainit.conf") {
+            return entry.file_name().to_str()?.parse().ok();
+        }
+    }
+    None
+}
