@@ -63,11 +63,24 @@ impl Direct {
         if code.is_client_error() || code.is_server_error() {
             return Err(api_error(code, &body));
         }
+        // Not decoded (nothing reads it), but an object it must be: a proxy's page answered
+        // 200 is no write, and was once taken for one (the pod left gated until a resync).
+        if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(not_an_object(&body));
+        }
         Ok(())
     }
 }
 
 /// A 4xx or 5xx answer as kube's `handle_api_errors` makes it.
+/// The error of a success whose body is no JSON object, as decoding it would fail.
+fn not_an_object(body: &[u8]) -> kube::Error {
+    let text = crate::failure::one_line(&String::from_utf8_lossy(body), 120);
+    kube::Error::SerdeError(<serde_json::Error as serde::de::Error>::custom(format!(
+        "a success whose body is not a JSON object: {text:?}"
+    )))
+}
+
 fn api_error(code: http::StatusCode, body: &[u8]) -> kube::Error {
     kube::Error::Api(super::retry_after::status_of(code, body).boxed())
 }

@@ -1,5 +1,7 @@
 //! The layer under every request of the process: `includeUninitialized` on the legacy
-//! API's GETs, `--request-timeout` on the wait for an answer's headers (watches aside), and
+//! API's GETs, `--request-timeout` on the wait for an answer's headers (a watch's too: the server
+//! sends them when the watch starts, the events after; a watch start never answered once
+//! held the watch, and so the clearing, until kube's read timeout), and
 //! the report of every answered LIST and WATCH for `/readyz`.
 
 use std::{
@@ -66,7 +68,7 @@ where
         let limit = self.layer.timeout;
         let fut = self.inner.call(req);
         Box::pin(async move {
-            let res = if watch || limit.is_zero() {
+            let res = if limit.is_zero() {
                 fut.await.map_err(Into::into)
             } else {
                 match tokio::time::timeout(limit, fut).await {

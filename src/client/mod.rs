@@ -1,7 +1,7 @@
 //! The one API client of the process and the layers around it: a `User-Agent` that names
 //! metainit in audit logs, and `guard.rs` under every request (`includeUninitialized` on the
-//! legacy API's GETs, a timeout on every request but watches, so that a request accepted and
-//! never answered does not hold a worker for ever, and a report of every answered LIST and
+//! legacy API's GETs, a timeout on every request's headers (a watch's too), so that a request
+//! accepted and never answered does not hold a worker or the watch for ever, and a report of every answered LIST and
 //! WATCH for `/readyz`), and over it `deadline.rs` for the `Client`'s requests (the same
 //! timeout, to an answer's last byte); `retry_after.rs` carries a 429's `Retry-After` header
 //! into its `Status`, where the failure table reads it. The per-object requests take the

@@ -280,7 +280,9 @@ where
         s.metrics.watch_restart(cause);
         let (_, attempts) = self.failing.get_or_insert((Instant::now(), 0));
         *attempts += 1;
-        if cause == WatchCause::Expired {
+        // A first 410 is the watch's ordinary life; one in a row after it is a watch that
+        // does not run (a relist between each leaves `/readyz` 200 otherwise).
+        if cause == WatchCause::Expired && wait.is_zero() {
             info!(resource = %s.name, retry_in = ?wait, "resource version expired; listing again");
             return wait;
         }

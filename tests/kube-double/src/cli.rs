@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::config::{
-    Config, ERROR_CODES, Faults, Generation, HANG_METHODS, InitializerRule, REQUEST_KINDS,
+    Answer, Config, ERROR_CODES, Faults, Generation, HANG_METHODS, InitializerRule, REQUEST_KINDS,
     Rejection, parse_duration, parse_rejection, parse_token,
 };
 
@@ -87,6 +87,11 @@ pub struct Cli {
     /// How many requests that would hang are answered first.
     #[arg(long, default_value_t = 0, requires = "hang_method")]
     pub hang_after: u32,
+    /// A rule of `Faults::answers`, as the JSON of `PUT /_double/faults`'s `answers`
+    /// entries, e.g. `{"kind":"watch","pathPrefix":"/api/v1/pods","reply":"status","code":504}`;
+    /// repeatable, the first that matches applies.
+    #[arg(long = "answer", value_parser = parse_answer)]
+    pub answers: Vec<Answer>,
     /// Retry-After seconds on 429 and 503.
     #[arg(long, default_value_t = 1)]
     pub retry_after: u64,
@@ -181,6 +186,7 @@ impl Cli {
                 hang_path: self.hang_path.clone(),
                 hang_after: self.hang_after,
                 starting: false,
+                answers: self.answers.clone(),
             },
             seed: self.seed,
             down_at_start: self.down_at_start,
@@ -188,4 +194,15 @@ impl Cli {
             report_version: self.report_version,
         }
     }
+}
+
+fn parse_answer(s: &str) -> Result<Answer, String> {
+    let a: Answer = serde_json::from_str(s).map_err(|e| format!("answer {s:?}: {e}"))?;
+    Faults {
+        answers: vec![a.clone()],
+        ..Faults::default()
+    }
+    .validate()
+    .map_err(|e| format!("answer {s:?}: {e}"))?;
+    Ok(a)
 }

@@ -104,6 +104,120 @@ pub const REQUEST_KINDS: [&str; 7] = [
 /// HTTP methods `Faults::hang_method` can name.
 pub const HANG_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
+/// What an [`Answer`] answers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Reply {
+    /// An error answer of `code` (400 to 599), as the real server words it (`answers.rs`).
+    Status,
+    /// The connection reset (`SO_LINGER` 0, then closed) with no answer: a crashed server or
+    /// a proxy dropping the connection.
+    Reset,
+    /// Read completely and never answered (a half-open connection behind a load balancer).
+    Hang,
+    /// `200 OK` with an HTML page: a captive portal or a proxy's login page, not JSON.
+    NotJson,
+    /// A watch answered `200 OK` whose stream is one `ERROR` event carrying the Status of
+    /// `code`, then its end (the real server ends a watch after an `ERROR` event); other
+    /// requests get that Status as an error answer.
+    WatchError,
+}
+
+/// One rule of [`Faults::answers`]: requests matching every field given are answered with
+/// `reply` instead of being served.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    /// The HTTP method (`GET`, `POST`, `PUT`, `PATCH`, `DELETE`); `None`: any.
+    #[serde(default)]
+    pub method: Option<String>,
+    /// The path (query aside) starts with this; `None`: any.
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// The request kind: one of [`REQUEST_KINDS`] (a resource request, classified as the
+    /// server's RequestInfo does: `list` and `watch` tell a LIST from a watch start) or
+    /// `nonresource` (`/version`, discovery, `/readyz`, openapi); `None`: any.
+    #[serde(default)]
+    pub kind: Option<String>,
+    pub reply: Reply,
+    /// The HTTP code of `status` and `watchError` replies.
+    #[serde(default)]
+    pub code: u16,
+    /// A 422 with `details.causes` (validation or admission refusing the change: `Invalid`)
+    /// or without (a JSON patch's failed `test`: empty details).
+    #[serde(default)]
+    pub causes: bool,
+    /// A 429 with this `Retry-After` is API Priority and Fairness's plain-text rejection;
+    /// without one, a `TooManyRequests` Status. A 503 carries it in the header and in
+    /// `details.retryAfterSeconds`.
+    #[serde(default)]
+    pub retry_after_secs: Option<u64>,
+}
+
+impl Answer {
+    /// A rule answering `reply` (with `code` for `Status` and `WatchError`) to requests of
+    /// `kind` whose path starts with `path_prefix`.
+    pub fn new(kind: Option<&str>, path_prefix: Option<&str>, reply: Reply, code: u16) -> Answer {
+        Answer {
+            method: None,
+            path_prefix: path_prefix.map(str::to_string),
+            kind: kind.map(str::to_string),
+            reply,
+            code,
+            causes: false,
+            retry_after_secs: None,
+        }
+    }
+
+    /// Whether the rule applies to a request (`kind` as `routes::request_kind` gives it).
+    pub fn matches(&self, method: &str, path: &str, kind: Option<&str>) -> bool {
+        self.method
+            .as_deref()
+            .is_none_or(|m| m.eq_ignore_ascii_case(method))
+            && self
+                .path_prefix
+                .as_deref()
+                .is_none_or(|p| path.starts_with(p))
+            && self
+                .kind
+                .as_deref()
+                .is_none_or(|k| k == kind.unwrap_or(NONRESOURCE))
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if let Some(m) = &self.method
+            && !HANG_METHODS.iter().any(|h| h.eq_ignore_ascii_case(m))
+        {
+            return Err(format!(
+                "answer method {m:?} is not one of {}",
+                HANG_METHODS.join(", ")
+            ));
+        }
+        if let Some(k) = &self.kind
+            && k != NONRESOURCE
+            && !REQUEST_KINDS.contains(&k.as_str())
+        {
+            return Err(format!(
+                "answer kind {k:?} is not one of {}, {NONRESOURCE}",
+                REQUEST_KINDS.join(", ")
+            ));
+        }
+        if matches!(self.reply, Reply::Status | Reply::WatchError)
+            && !(400..=599).contains(&self.code)
+        {
+            return Err(format!(
+                "answer code {} is not between 400 and 599",
+                self.code
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The kind of [`Answer`] that names requests outside the resources: `/version`,
+/// discovery, health, openapi.
+pub const NONRESOURCE: &str = "nonresource";
+
 /// Codes `Faults::error_codes` can name.
 pub const ERROR_CODES: [u16; 5] = [500, 503, 429, 410, 504];
 
@@ -147,6 +261,10 @@ pub struct Faults {
     /// User "U" cannot get path "/P"` (resources: the RBAC message), while `/readyz` answers
     /// 500 with its checks, `poststarthook/rbac/bootstrap-roles` failing.
     pub starting: bool,
+    /// Requests answered with a chosen answer, before any other fault: the first rule that
+    /// matches applies. Such requests are logged as they are answered; one reset or never
+    /// answered is logged with status 0 as it arrives.
+    pub answers: Vec<Answer>,
 }
 
 /// Wire form of [`Faults`] for `PUT /_double/faults` (durations in milliseconds).
@@ -167,6 +285,7 @@ pub struct FaultsWire {
     pub hang_path: Option<String>,
     pub hang_after: u32,
     pub starting: bool,
+    pub answers: Vec<Answer>,
 }
 
 impl From<FaultsWire> for Faults {
@@ -186,6 +305,7 @@ impl From<FaultsWire> for Faults {
             hang_path: w.hang_path,
             hang_after: w.hang_after,
             starting: w.starting,
+            answers: w.answers,
         }
     }
 }
@@ -207,6 +327,7 @@ impl From<&Faults> for FaultsWire {
             hang_path: f.hang_path.clone(),
             hang_after: f.hang_after,
             starting: f.starting,
+            answers: f.answers.clone(),
         }
     }
 }
@@ -263,6 +384,9 @@ impl Faults {
             if !matches!(r.code, 422 | 400) {
                 return Err(format!("reject-writes code {} is not 422 or 400", r.code));
             }
+        }
+        for a in &self.answers {
+            a.validate()?;
         }
         match &self.hang_method {
             Some(m) if !HANG_METHODS.iter().any(|h| h.eq_ignore_ascii_case(m)) => {

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod answers;
 pub mod api;
 pub mod auth;
 pub mod cli;
@@ -41,7 +42,9 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
-pub use config::{Config, Faults, Generation, InitializerRule, Rejection};
+pub use config::{
+    Answer, Config, Faults, Generation, InitializerRule, NONRESOURCE, Rejection, Reply,
+};
 pub use state::RequestRecord;
 pub use store::{Change, Snapshot};
 

@@ -12,6 +12,7 @@ use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use serde_json::{Value, json};
 
+use crate::answers;
 use crate::api::{self, ListOptions, Subresource};
 use crate::auth::{self, Caller};
 use crate::config::Generation;
@@ -58,7 +59,7 @@ pub fn error_response(e: &ApiError) -> Response<Body> {
 
 /// API Priority and Fairness's rejection (`tooManyRequests` in the real server's
 /// filters): a 429 with a `Retry-After` header and Go's `http.Error` plain text, no `Status`.
-fn throttled(retry_after: u64) -> Response<Body> {
+pub(crate) fn throttled(retry_after: u64) -> Response<Body> {
     let mut r = Response::new(full(
         b"Too many requests, please try again later.\n".to_vec(),
     ));
@@ -118,6 +119,37 @@ pub async fn handle(server: Arc<Server>, req: Request<Incoming>) -> Response<Bod
         body: String::from_utf8_lossy(&body).into_owned(),
         status: 0,
     };
+    let kind = request_kind(&parts.method, &path, &query);
+    let faults = shared.faults();
+    if let Some(a) = faults
+        .answers
+        .iter()
+        .find(|a| a.matches(parts.method.as_str(), &path, kind))
+    {
+        shared.arrive(parts.method.as_str());
+        let outcome = answers::answer(&shared, a, &parts.method, &path, &query, &parts.headers);
+        let (response, code) = match outcome {
+            answers::Outcome::Respond(r) => {
+                let code = r.status().as_u16();
+                (r, code)
+            }
+            answers::Outcome::Reset => {
+                let mut r = Response::new(full(Bytes::new()));
+                r.extensions_mut().insert(answers::ResetConnection);
+                (r, 0)
+            }
+            answers::Outcome::Hang => {
+                shared.log_request(record);
+                // Dropped when the client closes the connection or the double stops.
+                return std::future::pending().await;
+            }
+        };
+        shared.log_request(RequestRecord {
+            status: code,
+            ..record
+        });
+        return response;
+    }
     let response = respond(&shared, &parts.method, &path, &query, &parts.headers, &body).await;
     shared.log_request(RequestRecord {
         status: response.status().as_u16(),

@@ -1,19 +1,22 @@
 // The listener: accepts HTTP/1.1 connections on loopback, and can stop (closing the
 // listener and aborting every open connection) and resume on the same address.
 
-use std::convert::Infallible;
 use std::io;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::answers::ResetConnection;
 use crate::routes;
 use crate::state::Shared;
 
@@ -80,6 +83,11 @@ impl Server {
                 }
             };
             let _ = stream.set_nodelay(true);
+            let reset = Arc::new(AtomicBool::new(false));
+            let stream = Resettable {
+                stream,
+                reset: reset.clone(),
+            };
             let me = self.clone();
             let mut epoch = self.epoch.subscribe();
             tokio::spawn(async move {
@@ -88,8 +96,20 @@ impl Server {
                 let mark = spare.clone();
                 let svc = service_fn(move |mut req| {
                     let server = shared.clone();
+                    let reset = reset.clone();
                     req.extensions_mut().insert(mark.clone());
-                    async move { Ok::<_, Infallible>(routes::handle(server, req).await) }
+                    async move {
+                        let r = routes::handle(server, req).await;
+                        if r.extensions().get::<ResetConnection>().is_some() {
+                            // An error of the service: hyper drops the connection unanswered.
+                            reset.store(true, Ordering::SeqCst);
+                            return Err(io::Error::new(
+                                io::ErrorKind::ConnectionReset,
+                                "connection reset by fault injection",
+                            ));
+                        }
+                        Ok(r)
+                    }
                 });
                 let conn = http1::Builder::new()
                     .keep_alive(true)
@@ -194,4 +214,59 @@ async fn bind_retrying(addr: std::net::SocketAddr) -> io::Result<TcpListener> {
         }
     }
     Err(last.unwrap_or_else(|| io::Error::other("bind failed")))
+}
+
+/// An accepted connection that, once `reset` is set, is closed with `SO_LINGER` 0: the
+/// client reads a reset (ECONNRESET), not an orderly end.
+struct Resettable {
+    stream: TcpStream,
+    reset: Arc<AtomicBool>,
+}
+
+impl Drop for Resettable {
+    fn drop(&mut self) {
+        if self.reset.load(Ordering::SeqCst) {
+            let _ = self.stream.set_zero_linger();
+        }
+    }
+}
+
+impl AsyncRead for Resettable {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Resettable {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
 }
