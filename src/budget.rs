@@ -50,6 +50,32 @@ impl Budget {
     }
 }
 
+/// What an attempt the budget ended says: cut after `cut` in flight (what was left of the
+/// budget when it started), or not started; and the failure of the try before, if any.
+#[derive(Debug)]
+pub struct Spent {
+    pub length: String,
+    pub cut: Option<Duration>,
+    pub before: Option<String>,
+}
+
+impl std::fmt::Display for Spent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.cut {
+            Some(cut) => write!(f, "no answer within {}", crate::text::duration(cut))?,
+            None if self.before.is_some() => write!(f, "not tried again")?,
+            None => write!(f, "not tried")?,
+        }
+        write!(f, ": --timeout spent ({})", self.length)?;
+        match &self.before {
+            Some(before) => write!(f, "; the try before: {before}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for Spent {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,6 +90,31 @@ mod tests {
         assert_eq!(b.left(), Duration::ZERO);
         assert_eq!((b.length(), b.is_zero()), ("3s".to_string(), false));
         assert!(Budget::from_now(Duration::ZERO).is_zero());
+    }
+
+    #[test]
+    fn spent_says_what_was_cut_and_what_came_before() {
+        let spent = |cut, before: Option<&str>| Spent {
+            length: "3s".into(),
+            cut,
+            before: before.map(String::from),
+        };
+        assert_eq!(
+            spent(Some(Duration::from_millis(2870)), None).to_string(),
+            "no answer within 2.87s: --timeout spent (3s)"
+        );
+        assert_eq!(
+            spent(Some(Duration::from_millis(800)), Some("422 Invalid: no")).to_string(),
+            "no answer within 800ms: --timeout spent (3s); the try before: 422 Invalid: no"
+        );
+        assert_eq!(
+            spent(None, None).to_string(),
+            "not tried: --timeout spent (3s)"
+        );
+        assert_eq!(
+            spent(None, Some("500 Failure: x")).to_string(),
+            "not tried again: --timeout spent (3s); the try before: 500 Failure: x"
+        );
     }
 
     #[test]

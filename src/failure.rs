@@ -29,6 +29,9 @@ pub enum Class {
     Timeout,
     /// No connection, or the connection broke.
     Unreachable,
+    /// `--once`'s `--timeout` ended with the attempt in flight, or before it started: never
+    /// an answer of the server (`classify` does not give it), and never tried again.
+    Spent,
 }
 
 /// What to do about a class.
@@ -46,7 +49,7 @@ pub const RBAC_HINT: &str = "grant get, list, watch and patch (and initialize on
 
 impl Class {
     /// Every class, for the metric's label values.
-    pub const ALL: [Class; 9] = [
+    pub const ALL: [Class; 10] = [
         Class::Race,
         Class::Gone,
         Class::Rejected,
@@ -56,6 +59,7 @@ impl Class {
         Class::ServerError,
         Class::Timeout,
         Class::Unreachable,
+        Class::Spent,
     ];
 
     /// The one table.
@@ -85,6 +89,15 @@ impl Class {
                 Some("no answer within --request-timeout"),
             ),
             Class::Unreachable => (true, Some("unreachable"), Level::DEBUG, None),
+            // No answer in time, as `Timeout`, but it is the whole run's time that ran out.
+            Class::Spent => (
+                false,
+                Some("timeout"),
+                Level::WARN,
+                Some(
+                    "--timeout bounds the whole --once run: give it more, or see why the server is slow to answer",
+                ),
+            ),
         };
         Policy {
             retry,
@@ -321,12 +334,16 @@ mod tests {
             let p = class.policy();
             assert_eq!((p.retry, p.reason), (retry, reason), "{class:?}");
         }
+        // The budget's end is never tried again: nothing is left of it.
+        let p = Class::Spent.policy();
+        assert_eq!((p.retry, p.reason), (false, Some("timeout")));
         // The ones an operator must act on are loud, and say what to do.
         for class in [
             Class::Rejected,
             Class::Forbidden,
             Class::Unauthorized,
             Class::Timeout,
+            Class::Spent,
         ] {
             assert_eq!(class.policy().level, Level::WARN, "{class:?}");
             assert!(class.policy().hint.is_some(), "{class:?}");

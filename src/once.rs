@@ -1,10 +1,12 @@
 //! `--once`: no watch. A paged LIST of the labelled objects, then a bounded concurrent
 //! loop over them: each object is tried, and after a failure tried again on its newest
 //! state (a GET), with the same backoff as the daemon, until it is done or the
-//! `--timeout` budget is spent (the last wait is cut to what is left, so retries may use
-//! all of it). The budget is the whole run's, from its start: discovery, the webhooks
-//! pass, every page of every listing and the clearing wait at most what is left of it,
-//! and a listing it cuts is the run's last line, after the summary (exit 1).
+//! `--timeout` budget is spent (the last wait is cut so that the last try can be answered
+//! before the end, so retries may use all of it). The budget is the whole run's, from its
+//! start: discovery, the webhooks pass, every page of every listing, every clearing
+//! attempt (its PATCH and GETs: one in flight at the end is cut there, one whose turn comes
+//! later is not started) and the Events wait at most what is left of it, and a listing it
+//! cuts is the run's last line, after the summary (exit 1).
 //! Prints a summary; exit 1 names every object that could not be cleared,
 //! with the last error. SIGTERM or SIGINT starts no new object, stops retrying, lets the
 //! attempts in flight finish (at most `--shutdown-timeout`) and exits 0 if everything
@@ -148,15 +150,14 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             Err(e) => return Err(e),
         };
         warn_unused_only(clearer, &args.only, &objects);
-        pass.clear_all(clearer, objects, budget.end(), &args, &stop)
-            .await;
+        pass.clear_all(clearer, objects, budget, &args, &stop).await;
     }
     pass.finish(mode.is_some(), budget, &args, &events).await
 }
 
 impl Pass {
     /// Logs what a signal or the budget left undone, waits for the Events (at most what is
-    /// left of the budget or the signal's `--shutdown-timeout`) and prints the summaries;
+    /// left of the budget, and of the signal's `--shutdown-timeout`) and prints the summaries;
     /// then the listing the budget ran out in is the error that ends the run.
     async fn finish(
         self,
@@ -172,10 +173,11 @@ impl Pass {
             // The objects of resources not reached are not counted: they were never listed.
             warn!(summary = %self.total, resources_not_listed = self.unlisted, "interrupted before every labelled object was done");
         }
+        // A signal shortens the wait, never lengthens the run past `--timeout`.
         let events_wait = match self.stopping {
-            Some(since) => {
-                later(since, args.shutdown_timeout).saturating_duration_since(Instant::now())
-            }
+            Some(since) => later(since, args.shutdown_timeout)
+                .saturating_duration_since(Instant::now())
+                .min(budget.left()),
             None => budget.left(),
         };
         if !events.drained(events_wait).await {
@@ -198,13 +200,14 @@ impl Pass {
         })
     }
 
-    /// Clears `objects`, `--concurrency` at a time, until every one is done, `deadline`
-    /// passes (each object is tried at least once) or a signal's `--shutdown-timeout` is spent.
+    /// Clears `objects`, `--concurrency` at a time, until every one is done, `budget` is
+    /// spent (an attempt in flight is cut, one not started fails unsent) or a signal's
+    /// `--shutdown-timeout` is spent.
     async fn clear_all(
         &mut self,
         clearer: &Clearer,
         objects: Vec<Held>,
-        deadline: Instant,
+        budget: Budget,
         args: &RunArgs,
         stop: &Shutdown,
     ) {
@@ -214,7 +217,7 @@ impl Pass {
                 if stop.is_requested() {
                     return None;
                 }
-                Some(clear(clearer, obj, deadline, stop).await)
+                Some(clear(clearer, obj, budget, stop).await)
             })
             .buffer_unordered(usize::from(args.concurrency));
         let mut seen = 0;
@@ -296,11 +299,11 @@ pub fn unused_only<'a, 'o>(
     (unused, pending)
 }
 
-/// Clears one object, retrying on its newest state until `deadline` or a signal.
+/// Clears one object, retrying on its newest state until `budget` is spent or a signal.
 async fn clear(
     clearer: &Clearer,
     obj: Held,
-    deadline: Instant,
+    budget: Budget,
     stop: &Shutdown,
 ) -> Result<Done, Failure> {
     let key = obj.key();
@@ -320,7 +323,7 @@ async fn clear(
             .attempt(&obj, &obj.key(), clearer.decide(&obj))
             .await
     };
-    retry::until_done(deadline, stop, attempt, |f, failures, wait| {
+    retry::until_done(budget, stop, attempt, |f, failures, wait| {
         clearer.report(&key, f, failures, wait)
     })
     .await

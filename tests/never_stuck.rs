@@ -422,6 +422,81 @@ async fn once_ends_within_its_timeout_when_the_webhooks_list_hangs() {
     assert_budget_named(&m, "3s").await;
 }
 
+/// The `--timeout` of `--once` cuts an attempt in flight too: a clearing PATCH, or the
+/// GET of the object's newest state before the next try, that the server never answers
+/// ends at the budget's end, not at `--request-timeout` (30 s), and the object is named
+/// as not cleared, with the budget as the reason.
+#[tokio::test]
+async fn once_cuts_an_attempt_in_flight_at_its_timeout() {
+    // The PATCH hangs; or the PATCH is refused and the GET before the retry hangs.
+    let hung_patch = Faults {
+        hang_method: Some("PATCH".into()),
+        hang_count: 1,
+        ..Faults::default()
+    };
+    let hung_get = Faults {
+        hang_method: Some("GET".into()),
+        hang_path: Some("/api/v1/namespaces/default/pods/stuck".into()),
+        hang_count: 1,
+        ..reject("stuck", 422, "denied by policy require-approval")
+    };
+    for (g, faults) in [
+        (Gen::Legacy, hung_patch.clone()),
+        (Gen::Modern, hung_patch),
+        (Gen::Modern, hung_get),
+    ] {
+        let bed = g.bed().await;
+        bed.double
+            .create("pods", "default", g.held("stuck"))
+            .unwrap();
+        bed.double.set_faults(faults);
+        let args = ["--once", "--timeout", "3s", "--request-timeout", "30s"];
+        let (code, took, m) = run_once(&bed, &args).await;
+        assert_eq!(code, Some(1), "{g:?}: {:#?}", m.log());
+        // The hang was reached: it, not something before it, is what was cut.
+        assert_eq!(bed.double.faults().hang_count, 0, "{g:?}: {:#?}", m.log());
+        assert!(
+            took < Duration::from_secs(4),
+            "{g:?}: exited after {took:?}"
+        );
+        let line = wait_log(&m, "the object's could not clear", |l| {
+            l.contains(msg::COULD_NOT_CLEAR) && l.contains("default/stuck")
+        })
+        .await;
+        eprintln!("{line}");
+        assert!(
+            line.contains(msg::TIMEOUT_SPENT) && line.contains("(3s)"),
+            "{g:?}: {line}"
+        );
+        eventually("the summary", WAIT, || m.out().contains("failed 1")).await;
+        assert!(!g.blocked(&bed, "stuck").is_empty(), "{g:?}");
+    }
+}
+
+/// The Events of `--once` are waited for within what is left of `--timeout`: an Event
+/// POST that is never answered does not hold the run past it. The object was cleared.
+#[tokio::test]
+async fn once_waits_for_its_events_within_its_timeout() {
+    let g = Gen::Modern;
+    let bed = g.bed().await;
+    bed.double.create("pods", "default", g.held("p")).unwrap();
+    bed.double.set_faults(Faults {
+        hang_method: Some("POST".into()),
+        hang_count: 1,
+        ..Faults::default()
+    });
+    let args = ["--once", "--timeout", "3s", "--request-timeout", "30s"];
+    let (code, took, m) = run_once(&bed, &args).await;
+    assert_eq!(code, Some(0), "{:#?}", m.log());
+    assert_eq!(bed.double.faults().hang_count, 0, "{:#?}", m.log());
+    assert!(took < Duration::from_secs(4), "exited after {took:?}");
+    assert!(g.blocked(&bed, "p").is_empty());
+    wait_log(&m, "the Events' warning", |l| {
+        l.contains("some Events were not written")
+    })
+    .await;
+}
+
 /// Runs `metainit` to its exit: the exit code and the time from spawn to exit.
 async fn run_once(bed: &Bed, args: &[&str]) -> (Option<i32>, Duration, Metainit) {
     let started = std::time::Instant::now();

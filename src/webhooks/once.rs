@@ -4,7 +4,8 @@
 //! `--once` has decided): a webhook that fails closed on a service with no ready endpoint
 //! gets its service's namespace exempted, and one exempted by metainit whose service has a
 //! ready endpoint again is restored. A PATCH that fails is tried again on the newest state
-//! (a GET) until `--timeout` is spent, as `--once` does for objects.
+//! (a GET) until `--timeout` is spent, as `--once` does for objects; a PATCH or GET in
+//! flight at its end is cut there.
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -106,7 +107,7 @@ pub async fn run(
             tally.not_tried = keys.len() - i;
             break;
         }
-        match settle(&engine, &mut writers, key, budget.end(), &stop).await {
+        match settle(&engine, &mut writers, key, budget, &stop).await {
             Ok(look) => tally.add(look),
             Err(_) => tally.failed += 1,
         }
@@ -154,13 +155,13 @@ async fn list(
     Ok((stores, writers, keys, listed))
 }
 
-/// Looks at one configuration until it is done, or `deadline` or a signal comes; after a
-/// failure, on its newest state.
+/// Looks at one configuration until it is done, `budget` is spent (a look in flight is cut
+/// at its end) or a signal comes; after a failure, on its newest state.
 async fn settle(
     engine: &Engine,
     writers: &mut Writers,
     key: &str,
-    deadline: Instant,
+    budget: Budget,
     stop: &Shutdown,
 ) -> std::result::Result<Look, Failure> {
     let mut again = false;
@@ -171,7 +172,7 @@ async fn settle(
         again = true;
         engine.reconcile(key).await
     };
-    retry::until_done(deadline, stop, attempt, |f, failures, wait| {
+    retry::until_done(budget, stop, attempt, |f, failures, wait| {
         engine.report(key, f, failures, wait)
     })
     .await
