@@ -22,6 +22,18 @@ pub const WAIT: Duration = Duration::from_secs(120);
 
 pub struct Node {
     pub env: HashMap<String, String>,
+    /// Booted for this process: brought down when dropped (also on a failed assertion), so
+    /// that the next test binary finds no kubelet and no static pod holding its ports. The
+    /// `--owner` watcher of `scripts/node.sh up` is the backstop for a process killed outright.
+    owned: bool,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = self.script(&["down"]);
+        }
+    }
 }
 
 impl Node {
@@ -29,6 +41,7 @@ impl Node {
     /// hand, the one `METAINIT_NODE` names, if it has just booted.
     pub fn up() -> Node {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/node.sh");
+        let owned = std::env::var("METAINIT_NODE").map_or(true, |d| d.is_empty());
         let args = match std::env::var("METAINIT_NODE") {
             Ok(dir) if !dir.is_empty() => vec!["env".to_string(), dir],
             _ => vec![
@@ -53,7 +66,7 @@ impl Node {
             .filter_map(|l| l.split_once('='))
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Node { env }
+        Node { env, owned }
     }
 
     pub fn get(&self, k: &str) -> String {
