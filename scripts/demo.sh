@@ -3,8 +3,13 @@
 # metainit breaking the deadlock; then the same with a scheduling gate; then with an
 # admission webhook that intercepts its own pods (`--webhooks`). Runs against the
 # bundled kube-apiserver double with kubectl; needs cargo and kubectl, nothing else.
+#
+#   bash scripts/demo.sh           # this one, on the double
+#   bash scripts/demo.sh --node    # the same scene on a real node (scripts/demo-node.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --node ]; then exec bash scripts/demo-node.sh; fi
+[ $# -eq 0 ] || { echo "usage: bash scripts/demo.sh [--node]" >&2; exit 2; }
 
 cargo build -q -p metainit -p kube-double
 bin=target/debug
