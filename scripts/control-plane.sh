@@ -21,6 +21,8 @@
 #   CONTROL_PLANE_CA         the CA bundle that verifies the API server's certificate
 #
 # `up --owner PID` stops the control plane when process PID ends (a test binary's).
+# `up --apiserver-arg ARG` (repeatable) adds ARG to kube-apiserver's command line, kept for
+# its `start` again (`--watch-cache-sizes=pods#0`: pods' watches go to etcd, not the cache).
 # What there is: two Nodes (node-a, node-b) made Ready by hand, with no kubelet; the
 # ServiceAccount `default` in `default` and `kube-system` (no controller-manager runs, so
 # nothing else creates it: tests make it in their own namespaces). Nothing it runs dials
@@ -138,8 +140,9 @@ start_etcd() {
 }
 
 start_kube-apiserver() {
-  local port
+  local port extra=()
   port=$(cat "$dir/apiserver.port")
+  [ -s "$dir/apiserver.args" ] && mapfile -t extra <"$dir/apiserver.args"
   setsid "$bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$(cat "$dir/etcd.port")" \
     --bind-address 127.0.0.1 --secure-port "$port" --advertise-address 127.0.0.1 \
@@ -155,6 +158,7 @@ start_kube-apiserver() {
     --allow-privileged=true \
     --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
     --audit-log-format json --audit-log-maxsize 200 \
+    "${extra[@]}" \
     >>"$dir/kube-apiserver.log" 2>&1 </dev/null &
   echo $! >"$dir/kube-apiserver.pid"
 }
@@ -231,10 +235,11 @@ EOF
 }
 
 up() {
-  local owner=
+  local owner='' args=()
   while [ $# -gt 0 ]; do
     case $1 in
       --owner) owner=$2; shift 2 ;;
+      --apiserver-arg) args+=("$2"); shift 2 ;;
       *) dir=$1; shift ;;
     esac
   done
@@ -262,6 +267,7 @@ omitStages: [RequestReceived]
 rules:
 - level: Metadata
 EOF
+  if [ ${#args[@]} -gt 0 ]; then printf '%s\n' "${args[@]}" >"$dir/apiserver.args"; fi
   free_port >"$dir/etcd.port"
   free_port >"$dir/etcd-peer.port"
   free_port >"$dir/apiserver.port"

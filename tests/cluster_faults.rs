@@ -9,15 +9,12 @@
 
 mod common;
 
-use std::{
-    process::Command,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use common::{
     Metainit, admin_get,
-    control_plane::{ControlPlane, WAIT, scheduled, until},
-    gated_pod, metrics_until,
+    control_plane::{ControlPlane, WAIT, base64, scheduled, until},
+    counter_sum, gated_pod, metrics_until,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
@@ -62,15 +59,6 @@ fn requests(cp: &ControlPlane) -> Vec<Value> {
         .into_iter()
         .filter(|e| e["stage"] == "ResponseComplete")
         .collect()
-}
-
-/// The sum of a counter family's samples in metainit's metrics text.
-fn counter_sum(metrics: &str, name: &str) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 /// No hot loop: in the audit log, metainit made few requests, and no verb on one URI
@@ -185,23 +173,6 @@ async fn create_fails(cp: &ControlPlane, ns: &str, limit: Duration) -> String {
     }
 }
 
-/// etcd's JSON gateway: POST `path` with `body`.
-fn etcd(cp: &ControlPlane, path: &str, body: &str) -> Value {
-    let out = Command::new("curl")
-        .args([
-            "-sf",
-            "-X",
-            "POST",
-            &format!("{}{path}", cp.etcd()),
-            "-d",
-            body,
-        ])
-        .output()
-        .expect("curl runs");
-    assert!(out.status.success(), "etcd {path} {body}: {out:?}");
-    serde_json::from_slice(&out.stdout).expect("etcd answers JSON")
-}
-
 #[tokio::test]
 async fn a_compaction_while_the_watch_is_away_makes_metainit_list_again() {
     let (cp, ns, metainit, addr) = running().await;
@@ -232,26 +203,6 @@ async fn a_compaction_while_the_watch_is_away_makes_metainit_list_again() {
     ready(&addr, 200).await;
     no_hot_loop(&cp, "compaction");
     assert!(metainit.stop().await.success());
-}
-
-fn base64(s: &str) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let b = s.as_bytes();
-    let mut out = String::new();
-    for chunk in b.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, c)| n | (u32::from(*c) << (16 - 8 * i)));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(T[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 #[tokio::test]
@@ -392,18 +343,18 @@ fn compact_while_down(cp: &ControlPlane) -> String {
     cp.stop("kube-apiserver");
     for i in 0..50 {
         let key = base64(&format!("/metainit-test/filler-{i}"));
-        etcd(
-            cp,
+        cp.etcd().post(
             "/v3/kv/put",
             &format!(r#"{{"key":"{key}","value":"eA=="}}"#),
         );
     }
-    let revision = etcd(cp, "/v3/kv/range", r#"{"key":"AA==","limit":1}"#)["header"]["revision"]
+    let revision = cp
+        .etcd()
+        .post("/v3/kv/range", r#"{"key":"AA==","limit":1}"#)["header"]["revision"]
         .as_str()
         .expect("a revision")
         .to_string();
-    etcd(
-        cp,
+    cp.etcd().post(
         "/v3/kv/compaction",
         &format!(r#"{{"revision":"{revision}","physical":true}}"#),
     );

@@ -6,7 +6,7 @@
 
 use std::{
     collections::HashMap,
-    io::Write,
+    io::{Read, Write},
     path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::{
@@ -96,15 +96,30 @@ impl ControlPlane {
     /// A control plane of this test's own, for a test that changes what every other test
     /// relies on (the user metainit's binding); stopped when dropped.
     pub fn own() -> ControlPlane {
-        let mut cp = ControlPlane::up();
+        ControlPlane::own_with(&[])
+    }
+
+    /// One of this test's own whose kube-apiserver has `args` besides the script's
+    /// (`--watch-cache-sizes=pods#0`); stopped when dropped.
+    pub fn own_with(args: &[&str]) -> ControlPlane {
+        let mut cp = ControlPlane::up_with(args);
         cp.owned = true;
         cp
     }
 
     fn up() -> ControlPlane {
+        ControlPlane::up_with(&[])
+    }
+
+    fn up_with(apiserver_args: &[&str]) -> ControlPlane {
+        let owner = std::process::id().to_string();
+        let mut args = vec!["up", "--owner", &owner];
+        for a in apiserver_args {
+            args.extend(["--apiserver-arg", a]);
+        }
         let out = Command::new("bash")
             .arg(script())
-            .args(["up", "--owner", &std::process::id().to_string()])
+            .args(&args)
             .stderr(Stdio::inherit())
             .output()
             .expect("bash runs");
@@ -154,10 +169,12 @@ impl ControlPlane {
         }
     }
 
-    /// etcd's client URL (its JSON gateway serves `/v3/kv/...`).
-    pub fn etcd(&self) -> String {
+    /// etcd's JSON gateway, reached without the API server.
+    pub fn etcd(&self) -> Etcd {
         let port = std::fs::read_to_string(self.dir.join("etcd.port")).expect("etcd.port");
-        format!("http://127.0.0.1:{}", port.trim())
+        Etcd {
+            addr: format!("127.0.0.1:{}", port.trim()),
+        }
     }
 
     /// kubectl as the admin: success and the combined output.
@@ -307,6 +324,49 @@ impl ControlPlane {
     }
 }
 
+/// etcd's JSON gateway (`/v3/kv/...`).
+#[derive(Clone)]
+pub struct Etcd {
+    addr: String,
+}
+
+impl Etcd {
+    /// POSTs `body` to `path`, which must answer 200; its answer. A connection of its own and
+    /// no process: tests/cluster_expired.rs calls it hundreds of times a second.
+    pub fn post(&self, path: &str, body: &str) -> Value {
+        let (code, answer) = self.answer(path, body);
+        assert_eq!(code, 200, "etcd {path} {body}: {answer}");
+        answer
+    }
+
+    /// POSTs `body` to `path`: the HTTP status and the JSON answer.
+    pub fn answer(&self, path: &str, body: &str) -> (u16, Value) {
+        let addr = &self.addr;
+        let mut conn = std::net::TcpStream::connect(addr).expect("etcd reachable");
+        write!(
+            conn,
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("request written to etcd");
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).expect("etcd answers");
+        let (head, json) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        let code = head
+            .strip_prefix("HTTP/1.1 ")
+            .and_then(|h| h.get(..3)?.parse().ok())
+            .unwrap_or_else(|| panic!("etcd {path}: not HTTP/1.1: {answer}"));
+        assert!(
+            !head.to_lowercase().contains("chunked"),
+            "etcd {path}: a chunked answer: {answer}"
+        );
+        let json =
+            serde_json::from_str(json).unwrap_or_else(|e| panic!("etcd {path}: {e}: {answer}"));
+        (code, json)
+    }
+}
+
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         if self.owned {
@@ -378,4 +438,25 @@ pub fn patched_by(cp: &ControlPlane, user: &str, ns: &str) -> Vec<String> {
         .filter(|e| e["objectRef"]["resource"] == "pods" && e["stage"] == "ResponseComplete")
         .filter_map(|e| e["objectRef"]["name"].as_str().map(str::to_string))
         .collect()
+}
+
+/// `s` in base64, as etcd's JSON gateway takes keys and values.
+pub fn base64(s: &str) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let b = s.as_bytes();
+    let mut out = String::new();
+    for chunk in b.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, c)| n | (u32::from(*c) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }

@@ -394,6 +394,15 @@ pub async fn admin_get(addr: &str, path: &str) -> (u16, String) {
     (code, body)
 }
 
+/// The sum of a counter family's samples in metainit's metrics text.
+pub fn counter_sum(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// Scrapes `/metrics` until `check` holds on the text, and returns that text. Gauges are
 /// counted from what the watch has seen, one event behind the server: a test waits for them.
 pub async fn metrics_until(
