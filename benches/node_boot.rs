@@ -29,7 +29,6 @@ mod common;
 use std::{
     fmt::Write as _,
     path::Path,
-    process::Command,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
@@ -50,24 +49,18 @@ struct Boot {
 
 /// metainit down (kubelet stopped, process killed), then a labelled gated pod that waits.
 fn pod_while_down(node: &Node, name: &str) {
-    assert!(node.script(&["stop", "kubelet"]), "node.sh stop kubelet");
-    let pid = metainit_pid().expect("metainit's process");
-    let killed = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status();
-    assert!(killed.is_ok_and(|s| s.success()), "kill {pid}");
-    until("metainit's process gone", WAIT, || {
-        metainit_pid().is_none().then_some(())
-    });
+    node.stop_metainit();
     node.apply(&held_pod("default", name, false));
 }
 
 fn boot(node: &Node, i: usize, outage: Duration) -> Boot {
     let name = format!("boot-{i}");
     // Its status posted (right after `up` the mirror pod may have none yet).
-    let before = until("metainit's mirror pod with its container's status", WAIT, || {
-        node.metainit().filter(|p| restarts(p) >= 0)
-    });
+    let before = until(
+        "metainit's mirror pod with its container's status",
+        WAIT,
+        || node.metainit().filter(|p| restarts(p) >= 0),
+    );
     pod_while_down(node, &name);
     assert!(node.script(&["stop", "node"]), "node.sh stop node");
     let manifests = node.path("NODE_MANIFESTS");

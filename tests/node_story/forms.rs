@@ -42,12 +42,7 @@ fn overlay(node: &Node) -> PathBuf {
         &dir,
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/deployment"),
     );
-    let port = node
-        .get("NODE_SERVER")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .to_string();
+    let port = node.api_port();
     std::fs::write(
         dir.join("kustomization.yaml"),
         format!(
@@ -142,12 +137,7 @@ pub fn the_deployment_form(node: &Node) {
 }
 
 pub fn the_helm_chart(node: &Node) {
-    let port = node
-        .get("NODE_SERVER")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .to_string();
+    let port = node.api_port();
     let home = node.path("METAINIT_NODE").join("helm");
     let helm = |args: &[&str]| {
         let out = Command::new(helm_binary())

@@ -3,13 +3,12 @@
 //! and containerd stopped, and all of it started again on the same directories. metainit is
 //! back before the API server answers, and clears the pod within a second of that answer.
 
-use std::{process::Command, time::Duration};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::common::node::{
-    HELD, Node, WAIT, gates, held_pod, metainit_pid, now, pod_writes, restarts, started,
-    started_at, until,
+    HELD, Node, WAIT, gates, held_pod, now, pod_writes, restarts, started, started_at, until,
 };
 
 fn pod_restarts(node: &Node, name: &str) -> i64 {
@@ -36,15 +35,7 @@ fn create_while_down(node: &Node) {
 pub fn a_node_restart(node: &Node) {
     let before: Value = node.metainit().expect("metainit's mirror pod");
     let apiserver_before = pod_restarts(node, "kube-apiserver");
-    assert!(node.script(&["stop", "kubelet"]), "node.sh stop kubelet");
-    let pid = metainit_pid().expect("metainit's process");
-    let killed = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status();
-    assert!(killed.is_ok_and(|s| s.success()), "kill {pid}");
-    until("metainit's process gone", WAIT, || {
-        metainit_pid().is_none().then_some(())
-    });
+    node.stop_metainit();
     create_while_down(node);
     assert!(node.script(&["stop", "node"]), "node.sh stop node");
     assert!(

@@ -64,12 +64,14 @@ pub fn install_webhook(node: &Node) {
 
 /// The installer's controller: labelled with metainit's key, gated by the webhook.
 pub fn install_controller(node: &Node) {
-    let server = node.get("NODE_SERVER");
-    let api_port = server.rsplit(':').next().unwrap();
+    let api_port = node.api_port();
     let ready_port = free_port().to_string();
     node.apply(&manifest(
         "controller.yaml",
-        &[("READY_PORT", ready_port.as_str()), ("API_PORT", api_port)],
+        &[
+            ("READY_PORT", ready_port.as_str()),
+            ("API_PORT", api_port.as_str()),
+        ],
     ));
 }
 

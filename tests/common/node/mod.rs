@@ -151,6 +151,26 @@ impl Node {
             .is_ok_and(|s| s.success())
     }
 
+    /// The API server's port on loopback.
+    pub fn api_port(&self) -> String {
+        let server = self.get("NODE_SERVER");
+        server.rsplit(':').next().unwrap().to_string()
+    }
+
+    /// metainit down and kept down: the kubelet stopped (it would start it again), then
+    /// metainit's process killed; the API server's container keeps running.
+    pub fn stop_metainit(&self) {
+        assert!(self.script(&["stop", "kubelet"]), "node.sh stop kubelet");
+        let pid = metainit_pid().expect("metainit's process");
+        let killed = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        assert!(killed.is_ok_and(|s| s.success()), "kill {pid}");
+        until("metainit's process gone", WAIT, || {
+            metainit_pid().is_none().then_some(())
+        });
+    }
+
     /// The mirror pod of metainit's static pod.
     pub fn metainit(&self) -> Option<Value> {
         self.pod(
