@@ -46,7 +46,8 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/control-plane.sh")
 }
 
-fn parse_env(text: &str) -> HashMap<String, String> {
+/// The `export K=V` lines a script of ours prints (control-plane.sh, node.sh).
+pub(crate) fn parse_env(text: &str) -> HashMap<String, String> {
     text.lines()
         .filter_map(|l| l.strip_prefix("export "))
         .filter_map(|l| l.split_once('='))

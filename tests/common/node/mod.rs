@@ -60,12 +60,7 @@ impl Node {
             out.status.success(),
             "scripts/node.sh up failed (its reason is above)"
         );
-        let env = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.strip_prefix("export "))
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let env = super::control_plane::parse_env(&String::from_utf8_lossy(&out.stdout));
         Node { env, owned }
     }
 
