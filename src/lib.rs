@@ -37,10 +37,12 @@ pub mod store;
 pub mod watch;
 // Features: the webhook deadlock (orphaned gates are rules above and the daemon's work).
 pub mod webhooks;
-// Entry points: the command line, what they share, the daemon, `--once`, `status`, `main.rs`.
+// Entry points: the command line, what they share, the daemon, `--once`, `status`,
+// `probe`, `main.rs`.
 pub mod cli;
 pub mod daemon;
 pub mod once;
+pub mod probe;
 pub mod setup;
 pub mod status;
 

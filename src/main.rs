@@ -1,13 +1,13 @@
 //! metainit's entry point: parses the command line, starts logging and runs the chosen
-//! command: the daemon, `--once`, `--check-config` or `status`.
+//! command: the daemon, `--once`, `--check-config`, `status`, `probe` or `completions`.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 
 use metainit::{
     Error, Result,
-    cli::{Cli, Command, RunArgs},
-    daemon, kubeconfig, logging, once, status,
+    cli::{Cli, Command, RunArgs, completions},
+    daemon, kubeconfig, logging, once, probe, status,
 };
 
 // One thread runs everything (the blocking pool aside: DNS lookups, and kube's exec
@@ -20,11 +20,16 @@ async fn main() -> ExitCode {
     let cli = Cli::parse_or_exit();
     let format = match &cli.command {
         Some(Command::Status(args)) => args.common.log_format,
-        None => cli.run.common.log_format,
+        Some(Command::Probe(args)) => args.log_format,
+        Some(Command::Completions(_)) | None => cli.run.common.log_format,
     };
     logging::init(format);
     let result = match cli.command {
         Some(Command::Status(args)) => status::run(args).await,
+        Some(Command::Probe(args)) => probe::run(args.settings(), format).await,
+        Some(Command::Completions(args)) => {
+            completions::print(args.shell).map(|()| ExitCode::SUCCESS)
+        }
         None => run(cli.run).await,
     };
     result.unwrap_or_else(|e: Error| logging::fatal(format, &e))

@@ -65,6 +65,45 @@ pub fn namespace(s: &str) -> Result<(), String> {
     }
 }
 
+/// Checks a Service name: a DNS-1035 label (a DNS-1123 label that begins with a letter).
+pub fn service_name(s: &str) -> Result<(), String> {
+    if is_dns_label(s) && s.starts_with(|c: char| c.is_ascii_lowercase()) {
+        Ok(())
+    } else {
+        Err("a Service name is a DNS-1035 label: at most 63 characters of [a-z0-9-], beginning with a letter and ending with a letter or digit".into())
+    }
+}
+
+/// Checks a port name: an IANA service name, as a Service's and an EndpointSlice's ports have.
+pub fn port_name(s: &str) -> Result<(), String> {
+    let ok = is_dns_label(s)
+        && s.len() <= 15
+        && !s.contains("--")
+        && s.chars().any(|c| c.is_ascii_lowercase());
+    if ok {
+        Ok(())
+    } else {
+        Err("a port name is an IANA service name: at most 15 characters of [a-z0-9-] with at least one letter, \
+             no '--', beginning and ending with a letter or digit (e.g. 'metrics')"
+            .into())
+    }
+}
+
+/// Checks an HTTP path to GET: it begins with '/' and holds no space or control character.
+pub fn http_path(s: &str) -> Result<(), String> {
+    let ok = s.starts_with('/')
+        && s.parse::<http::uri::PathAndQuery>().is_ok()
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control());
+    if ok {
+        Ok(())
+    } else {
+        Err(
+            "a path begins with '/' and holds no space or control character (e.g. '/readyz')"
+                .into(),
+        )
+    }
+}
+
 /// The rule a node name must follow.
 pub const NODE_NAME_RULE: &str = "a node name is a DNS-1123 subdomain: at most 253 characters of [a-z0-9-.], \
 each dot-separated part beginning and ending with a letter or digit (e.g. 'cp-1' or 'ip-10-0-0-1.ec2.internal')";
@@ -171,6 +210,28 @@ pub fn duration(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probe_names_and_paths() {
+        for good in ["metainit", "m-1"] {
+            assert!(service_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "1m", "M", "m_1", "m-", &"m".repeat(64)] {
+            assert!(service_name(bad).is_err(), "{bad}");
+        }
+        for good in ["metrics", "http-2", "h2c"] {
+            assert!(port_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "8080", "a--b", "-a", "Metrics", "abcdefghijklmnop"] {
+            assert!(port_name(bad).is_err(), "{bad}");
+        }
+        for good in ["/readyz", "/", "/metrics?x=1"] {
+            assert!(http_path(good).is_ok(), "{good}");
+        }
+        for bad in ["", "readyz", "/a b", "/a\nb"] {
+            assert!(http_path(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn label_keys() {

@@ -1,5 +1,5 @@
-//! The flags, as clap derives them: the watcher's (the default command), `status`'s, and
-//! the ones both take.
+//! The flags, as clap derives them: the watcher's (the default command), `status`'s,
+//! `probe`'s, `completions`', and the ones they share.
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -32,13 +32,8 @@ pub struct Common {
     #[arg(long, env = "METAINIT_MODE", value_enum, default_value_t = ModeArg::Auto)]
     pub mode: ModeArg,
 
-    /// Path to the kubeconfig file. Otherwise KUBECONFIG, then ~/.kube/config, then in-cluster.
-    #[arg(long, env = "METAINIT_KUBECONFIG", value_name = "PATH")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// The kubeconfig context to use (default: its current-context).
-    #[arg(long, env = "METAINIT_CONTEXT", value_name = "NAME")]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub kube: KubeconfigArgs,
 
     /// Only this namespace (default: all namespaces).
     #[arg(short = 'n', long, env = "METAINIT_NAMESPACE", value_name = "NS", value_parser = parse_namespace)]
@@ -58,6 +53,18 @@ pub struct Common {
     /// not answered in time is retried like any transient failure. `0`: no limit.
     #[arg(long, env = "METAINIT_REQUEST_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_request_timeout)]
     pub request_timeout: Duration,
+}
+
+/// Which kubeconfig and context: kubectl's flags, shared by every command.
+#[derive(Args, Debug, Clone)]
+pub struct KubeconfigArgs {
+    /// Path to the kubeconfig file. Otherwise KUBECONFIG, then ~/.kube/config, then in-cluster.
+    #[arg(long, env = "METAINIT_KUBECONFIG", value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long, env = "METAINIT_CONTEXT", value_name = "NAME")]
+    pub context: Option<String>,
 }
 
 /// Flags of the watcher (the default command).
@@ -174,6 +181,10 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub common: Common,
 
+    /// Every namespace, as kubectl's -A: what status lists without -n anyway.
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+
     /// Output format.
     #[arg(short = 'o', long, env = "METAINIT_OUTPUT", value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -192,6 +203,53 @@ pub struct StatusArgs {
     /// From the environment: 1/0, true/false, yes/no.
     #[arg(long, env = "METAINIT_WEBHOOKS", action = ArgAction::SetTrue, value_parser = parse_bool)]
     pub webhooks: bool,
+}
+
+/// Flags of `metainit probe`.
+#[derive(Args, Debug)]
+pub struct ProbeArgs {
+    /// The Service whose endpoints to GET: every address of its EndpointSlices, ready or not.
+    #[arg(value_name = "SERVICE", value_parser = parse_service_name)]
+    pub service: String,
+
+    /// The name of the EndpointSlice port to GET (the Service port's name).
+    #[arg(long, env = "METAINIT_PROBE_PORT", value_name = "NAME", default_value = "metrics", value_parser = parse_port_name)]
+    pub port: String,
+
+    /// The path to GET on each endpoint.
+    #[arg(long, env = "METAINIT_PROBE_PATH", value_name = "PATH", default_value = "/readyz", value_parser = parse_path)]
+    pub path: String,
+
+    /// The Service's namespace (default: the kubeconfig context's, or in a pod its own).
+    #[arg(short = 'n', long, env = "METAINIT_NAMESPACE", value_name = "NS", value_parser = parse_namespace)]
+    pub namespace: Option<String>,
+
+    #[command(flatten)]
+    pub kube: KubeconfigArgs,
+
+    /// How long each API request (retried meanwhile) and each endpoint's GET may wait.
+    #[arg(long, env = "METAINIT_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Log format; RUST_LOG filters (default `info`).
+    #[arg(long, env = "METAINIT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Flags of `metainit completions`.
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to write the completion script for.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// The shells `completions` writes for.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,18 +2,22 @@
 //! rules between flags (`rules`) and the checked settings it builds for the rest of the
 //! program (`settings`). Doc comments are the help text; every flag also reads a
 //! `METAINIT_*` environment variable. Values are checked as they are parsed, so a bad one
-//! exits 2 with a message that names the flag, the value and the rule.
+//! exits 2 with a message that names the flag, the value and the rule. Run as
+//! `kubectl-metainit`, the same tree answers as a kubectl plugin (`plugin`);
+//! `completions` writes the shells' scripts from it.
 
 mod args;
+pub mod completions;
 mod parse;
+pub mod plugin;
 pub mod rules;
 mod settings;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use args::{
-    Common, DEFAULT_ADMIN_ADDR, DEFAULT_LABEL_KEY, DEFAULT_WEBHOOK_GRACE, ModeArg, Output,
-    RuleArgs, RunArgs, StatusArgs,
+    Common, CompletionsArgs, DEFAULT_ADMIN_ADDR, DEFAULT_LABEL_KEY, DEFAULT_WEBHOOK_GRACE,
+    KubeconfigArgs, ModeArg, Output, ProbeArgs, RuleArgs, RunArgs, Shell, StatusArgs,
 };
 pub use parse::{parse_admin_addr, parse_bool};
 pub use settings::Settings;
@@ -37,11 +41,15 @@ pub struct Cli {
 impl Cli {
     /// Parses the process's arguments and environment. A bad value that came from a
     /// `METAINIT_*` variable is reported under the variable's name: the flag it stands
-    /// for was never typed.
+    /// for was never typed. Run as `kubectl-metainit`, as the plugin (`plugin`).
     pub fn parse_or_exit() -> Cli {
         let argv: Vec<String> = std::env::args().collect();
-        Cli::try_parse_from(&argv)
-            .map_err(|e| from_env(e, &argv, |k| std::env::var(k).ok()))
+        let as_plugin = argv.first().is_some_and(|a| plugin::invoked_as_plugin(a));
+        let mut cmd = command(as_plugin);
+        let cli = cmd
+            .try_get_matches_from_mut(&argv)
+            .and_then(|m| Cli::from_arg_matches(&m))
+            .map_err(|e| from_env(e, &mut cmd, &argv, |k| std::env::var(k).ok()))
             .unwrap_or_else(|e| {
                 if e.use_stderr() && wants_json(&argv, std::env::var("METAINIT_LOG_FORMAT").ok()) {
                     let text = e.render().to_string();
@@ -51,7 +59,19 @@ impl Cli {
                     std::process::exit(e.exit_code());
                 }
                 e.exit()
-            })
+            });
+        if as_plugin && cli.command.is_none() {
+            plugin::without_subcommand(cmd, argv.len());
+        }
+        cli
+    }
+}
+
+/// The command tree: metainit's, or as the kubectl plugin shows it.
+pub fn command(as_plugin: bool) -> clap::Command {
+    match as_plugin {
+        true => plugin::command(Cli::command()),
+        false => Cli::command(),
     }
 }
 
@@ -73,6 +93,7 @@ fn wants_json(argv: &[String], env: Option<String>) -> bool {
 /// names the variable. `env` reads a variable.
 pub fn from_env(
     e: clap::Error,
+    cmd: &mut clap::Command,
     argv: &[String],
     env: impl Fn(&str) -> Option<String>,
 ) -> clap::Error {
@@ -99,8 +120,7 @@ pub fn from_env(
         .next()
         .unwrap_or_default()
         .to_string();
-    let mut cmd = Cli::command();
-    let Some(arg) = flag_named(&cmd, &long) else {
+    let Some(arg) = flag_named(cmd, &long) else {
         return e;
     };
     let Some(var) = arg.get_env().and_then(|v| v.to_str()).map(str::to_string) else {
@@ -121,7 +141,7 @@ pub fn from_env(
             "invalid value '{value}' in the environment variable {var} (read as {long}): {rule}"
         ),
     )
-    .format(&mut cmd)
+    .format(cmd)
 }
 
 /// The flag `long` (`--name`) of the command or of its subcommands.
@@ -147,6 +167,11 @@ fn typed(arg: &clap::Arg, long: &str, argv: &[String]) -> bool {
 pub enum Command {
     /// List every object held back right now (labelled or not); changes nothing.
     Status(StatusArgs),
+    /// GET a path (default /readyz) on every endpoint of a Service, ready or not: exit 0
+    /// if there is one and every one answers 200, 1 if not, 2 if it cannot tell.
+    Probe(ProbeArgs),
+    /// Write the completion script of a shell (bash, zsh, fish) on stdout.
+    Completions(CompletionsArgs),
 }
 
 #[cfg(test)]

@@ -17,6 +17,18 @@ pub(super) fn parse_namespace(s: &str) -> Result<String, String> {
     validation::namespace(s).map(|()| s.to_string())
 }
 
+pub(super) fn parse_service_name(s: &str) -> Result<String, String> {
+    validation::service_name(s).map(|()| s.to_string())
+}
+
+pub(super) fn parse_port_name(s: &str) -> Result<String, String> {
+    validation::port_name(s).map(|()| s.to_string())
+}
+
+pub(super) fn parse_path(s: &str) -> Result<String, String> {
+    validation::http_path(s).map(|()| s.to_string())
+}
+
 pub(super) fn parse_blocker_name(s: &str) -> Result<String, String> {
     validation::blocker_name(s).map(|()| s.to_string())
 }

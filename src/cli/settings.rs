@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::{Common, DEFAULT_WEBHOOK_GRACE, RunArgs};
-use crate::{Result, blocker::Mode, discovery::ResourceSpec, kubeconfig, webhooks};
+use super::{Common, DEFAULT_WEBHOOK_GRACE, KubeconfigArgs, ProbeArgs, RunArgs};
+use crate::{Result, blocker::Mode, discovery::ResourceSpec, kubeconfig, probe, webhooks};
 
 /// What choosing the mode and finding the resources need from the command line, checked.
 #[derive(Clone, Debug)]
@@ -72,9 +72,30 @@ impl RunArgs {
 impl Common {
     /// Which kubeconfig and context to read.
     pub fn kubeconfig(&self) -> kubeconfig::Settings {
+        self.kube.settings()
+    }
+}
+
+impl KubeconfigArgs {
+    /// Which kubeconfig and context to read.
+    pub fn settings(&self) -> kubeconfig::Settings {
         kubeconfig::Settings {
             path: self.kubeconfig.clone(),
             context: self.context.clone(),
+        }
+    }
+}
+
+impl ProbeArgs {
+    /// What `probe` needs.
+    pub fn settings(&self) -> probe::Settings {
+        probe::Settings {
+            service: self.service.clone(),
+            port: self.port.clone(),
+            path: self.path.clone(),
+            namespace: self.namespace.clone(),
+            kubeconfig: self.kube.settings(),
+            timeout: self.timeout,
         }
     }
 }

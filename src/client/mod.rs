@@ -5,7 +5,8 @@
 //! WATCH for `/readyz`), and over it `deadline.rs` for the `Client`'s requests (the same
 //! timeout, to an answer's last byte); `retry_after.rs` carries a 429's `Retry-After` header
 //! into its `Status`, where the failure table reads it. The per-object requests take the
-//! direct way (`direct.rs`) over the same connections.
+//! direct way (`direct.rs`) over the same connections. `plain.rs`: one plain-HTTP GET of
+//! an endpoint, no API server involved (`probe`).
 
 use std::{
     sync::{
@@ -29,6 +30,7 @@ use crate::{Error, Result, failure::chain};
 mod deadline;
 mod direct;
 mod guard;
+pub mod plain;
 mod retry_after;
 
 use deadline::DeadlineLayer;

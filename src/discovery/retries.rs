@@ -179,12 +179,15 @@ fn log_retry(what: &str, url: &str, e: &kube::Error, wait: Duration) {
     }
 }
 
-/// The manifest that grants what `what` (a verb and a resource) needs.
-fn rbac_file(what: &str) -> &'static str {
-    if what.contains("webhookconfigurations") || what.contains("endpointslices") {
-        "manifests/rbac-webhooks.yaml"
+/// What grants what `what` (a verb and a resource) needs: `probe`'s two reads, or the
+/// manifest that has it.
+fn rbac_grant(what: &str) -> &'static str {
+    if what.starts_with("probe:") {
+        "get on services and list on endpointslices.discovery.k8s.io in the service's namespace"
+    } else if what.contains("webhookconfigurations") || what.contains("endpointslices") {
+        "the permissions in manifests/rbac-webhooks.yaml"
     } else {
-        "manifests/rbac.yaml"
+        "the permissions in manifests/rbac.yaml"
     }
 }
 
@@ -195,9 +198,9 @@ fn describe_failure(what: &str, url: &str, e: kube::Error) -> Error {
             "{what}: the API server at {url} refused the kubeconfig's credentials (401 Unauthorized): check its user"
         )),
         kube::Error::Api(s) if s.code == 403 => Error::Config(format!(
-            "{what}: forbidden ({}); grant the permissions in {} to the kubeconfig's user",
+            "{what}: forbidden ({}); grant {} to the kubeconfig's user",
             s.message,
-            rbac_file(what)
+            rbac_grant(what)
         )),
         kube::Error::Api(s) if s.reason == crate::failure::NOT_A_STATUS => Error::Server(format!(
             "{what}: {url} does not look like a Kubernetes API server: it answered {} with {}",

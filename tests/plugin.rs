@@ -1,0 +1,299 @@
+//! `kubectl metainit`: the binary found by the real kubectl as the plugin `kubectl-metainit`
+//! (a symlink on PATH), `status` through it with kubectl's flags, `kubectl plugin list`, and
+//! the plugin with no subcommand printing its help instead of starting the daemon.
+
+mod common;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
+
+use common::*;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A directory holding `kubectl-metainit`, a symlink to the binary cargo built.
+struct PluginDir {
+    dir: tempfile::TempDir,
+}
+
+impl PluginDir {
+    fn new() -> PluginDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_metainit"),
+            dir.path().join("kubectl-metainit"),
+        )
+        .expect("symlink");
+        PluginDir { dir }
+    }
+
+    fn plugin(&self) -> PathBuf {
+        self.dir.path().join("kubectl-metainit")
+    }
+
+    /// Runs the real kubectl (from PATH) with the plugin's directory first on PATH:
+    /// exit code, stdout, stderr.
+    async fn kubectl(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+        let path = format!(
+            "{}:{}",
+            self.dir.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = tokio::time::timeout(
+            LIMIT,
+            tokio::process::Command::new(kubectl())
+                .args(args)
+                .env("PATH", path)
+                .env_remove("KUBECONFIG")
+                .env("HOME", self.dir.path())
+                .envs(env.iter().copied())
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within {LIMIT:?}"))
+        .expect("kubectl runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+/// kubectl on PATH: the test fails without it, it never passes by skipping.
+fn kubectl() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+        .expect("kubectl is not on PATH: install it (the plugin tests run the real kubectl)")
+}
+
+/// A kubeconfig of three contexts: `first` (current) and `second` at two doubles, `dead`
+/// at a port nothing listens on.
+fn kubeconfig(dir: &Path, first: &str, second: &str, dead: &str) -> PathBuf {
+    let cluster =
+        |name: &str, url: &str| format!("- name: {name}\n  cluster:\n    server: {url}\n");
+    let context =
+        |name: &str| format!("- name: {name}\n  context:\n    cluster: {name}\n    user: u\n");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n{}{}{}users:\n- name: u\n  user: {{}}\n\
+         contexts:\n{}{}{}current-context: first\n",
+        cluster("first", first),
+        cluster("second", second),
+        cluster("dead", dead),
+        context("first"),
+        context("second"),
+        context("dead"),
+    );
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, text).expect("kubeconfig written");
+    path
+}
+
+/// A URL on loopback where nothing listens.
+async fn dead_url() -> String {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    format!("http://{}", l.local_addr().unwrap())
+}
+
+#[tokio::test]
+async fn kubectl_metainit_status_with_kubectls_flags() {
+    let first = Bed::modern().await;
+    let second = Bed::modern().await;
+    let gate = ["example.com/quota"];
+    first
+        .double
+        .create("pods", "team-a", gated_pod("web-1", true, &gate))
+        .unwrap();
+    first
+        .double
+        .create("pods", "team-b", gated_pod("job-2", false, &gate))
+        .unwrap();
+    second
+        .double
+        .create("pods", "team-c", gated_pod("other-3", true, &gate))
+        .unwrap();
+    let plugin = PluginDir::new();
+    let dead = dead_url().await;
+    let kc = kubeconfig(
+        plugin.dir.path(),
+        &first.double.url(),
+        &second.double.url(),
+        &dead,
+    );
+    let kc = kc.display().to_string();
+
+    let (code, out, err) = plugin
+        .kubectl(&["metainit", "status", "-A", "--kubeconfig", &kc], &[])
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    for (ns, name) in [("team-a", "web-1"), ("team-b", "job-2")] {
+        assert!(
+            out.lines().any(|l| l.contains(ns) && l.contains(name)),
+            "{ns}/{name} not listed:\n{out}"
+        );
+    }
+    assert!(!out.contains("other-3"), "{out}");
+
+    // --context: the second cluster's objects only.
+    let (code, out, err) = plugin
+        .kubectl(
+            &[
+                "metainit",
+                "status",
+                "-A",
+                "--kubeconfig",
+                &kc,
+                "--context",
+                "second",
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("other-3") && !out.contains("web-1"), "{out}");
+
+    // A context whose server is down: exit 2, the server named.
+    let (code, out, err) = plugin
+        .kubectl(
+            &[
+                "metainit",
+                "status",
+                "-A",
+                "--kubeconfig",
+                &kc,
+                "--context",
+                "dead",
+                "--timeout",
+                "0s",
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains(msg::UNREACHABLE) && err.contains(&dead),
+        "the dead server is not named:\n{err}"
+    );
+
+    // A context that is not in the kubeconfig: named, with the ones that are.
+    let (code, _, err) = plugin
+        .kubectl(
+            &[
+                "metainit",
+                "status",
+                "--kubeconfig",
+                &kc,
+                "--context",
+                "nosuch",
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("context \"nosuch\" is not in the kubeconfig")
+            && err.contains("first, second, dead"),
+        "{err}"
+    );
+
+    // -n: one namespace.
+    let (code, out, err) = plugin
+        .kubectl(
+            &["metainit", "status", "--kubeconfig", &kc, "-n", "team-b"],
+            &[],
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("job-2") && !out.contains("web-1"), "{out}");
+
+    // -A and -n together: which to drop, and the usage under kubectl's name.
+    let (code, _, err) = plugin
+        .kubectl(
+            &[
+                "metainit",
+                "status",
+                "-A",
+                "-n",
+                "team-b",
+                "--kubeconfig",
+                &kc,
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("'--all-namespaces' cannot be used with '--namespace <NS>'")
+            && err.contains("Usage: kubectl metainit status"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn kubectl_plugin_list_shows_it() {
+    let plugin = PluginDir::new();
+    let (code, out, err) = plugin.kubectl(&["plugin", "list"], &[]).await;
+    let listed = plugin.plugin().display().to_string();
+    assert!(
+        out.lines().any(|l| l.trim() == listed),
+        "kubectl plugin list (exit {code}) does not list {listed}:\n{out}\n{err}"
+    );
+    assert!(
+        !err.contains(&listed),
+        "kubectl warns about the plugin:\n{err}"
+    );
+}
+
+#[tokio::test]
+async fn no_subcommand_prints_the_help_and_starts_no_daemon() {
+    let bed = Bed::modern().await;
+    let plugin = PluginDir::new();
+    let kc = bed.kubeconfig.display().to_string();
+    bed.double.clear_requests();
+    // A kubeconfig in reach: a daemon started by mistake would talk to the double.
+    let env = [
+        ("KUBECONFIG", kc.as_str()),
+        ("METAINIT_ADMIN_ADDR", "127.0.0.1:0"),
+    ];
+    let (code, out, err) = plugin.kubectl(&["metainit"], &env).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("Usage: kubectl metainit <COMMAND>")
+            && out.contains("status")
+            && out.contains("probe")
+            && out.contains("does not run through kubectl"),
+        "{out}"
+    );
+    // The daemon's flags are not offered through kubectl.
+    assert!(!out.contains("--admin-addr"), "{out}");
+    assert!(err.is_empty(), "{err}");
+
+    // Only the daemon's flags: refused, saying where the daemon runs.
+    let (code, out, err) = plugin.kubectl(&["metainit", "--once"], &env).await;
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("kubectl metainit needs a subcommand")
+            && err.contains("does not run through kubectl"),
+        "{err}"
+    );
+    assert!(
+        bed.double.requests().is_empty(),
+        "the plugin talked to the API server: {:?}",
+        bed.double.requests()
+    );
+
+    // The same binary under its own name is still the daemon's command line.
+    let (code, out, _) = run_to_end(&["--help"], LIMIT).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("--admin-addr") && out.contains("Usage: metainit"),
+        "{out}"
+    );
+}

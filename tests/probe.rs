@@ -1,0 +1,264 @@
+//! `metainit probe SERVICE`: against the double's Service and EndpointSlices, with a real
+//! HTTP listener on loopback as the endpoint. The slices name it `localhost` (addressType
+//! FQDN): the API server refuses loopback IPs in an EndpointSlice, and nothing here may
+//! dial outside 127.0.0.0/8.
+
+mod common;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU16, Ordering},
+    },
+    time::Duration,
+};
+
+use common::*;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const LIMIT: Duration = Duration::from_secs(30);
+const NS: &str = "metainit-system";
+const SVC: &str = "metainit-metrics";
+
+/// An HTTP server on loopback answering every request with the code it is set to, and
+/// with "[-]watch not started" when that is not 200 (as metainit's /readyz does).
+struct Endpoint {
+    port: u16,
+    code: Arc<AtomicU16>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Endpoint {
+    async fn start(code: u16) -> Endpoint {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let code = Arc::new(AtomicU16::new(code));
+        let answer = code.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let code = answer.load(Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = conn.read(&mut buf).await;
+                    let body = if code == 200 {
+                        "ok"
+                    } else {
+                        "[-]watch not started"
+                    };
+                    let text = format!(
+                        "HTTP/1.1 {code} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = conn.write_all(text.as_bytes()).await;
+                });
+            }
+        });
+        Endpoint { port, code, task }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A port on loopback nothing listens on.
+async fn closed_port() -> u16 {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn service(ns: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": SVC, "namespace": ns},
+        "spec": {"ports": [{"name": "metrics", "port": 10275}]},
+    })
+}
+
+/// An EndpointSlice of `SVC` whose one endpoint, not ready, is `localhost` on `port`.
+fn slice(name: &str, port: u16) -> Value {
+    json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": name, "namespace": NS,
+                     "labels": {"kubernetes.io/service-name": SVC}},
+        "addressType": "FQDN",
+        "endpoints": [{"addresses": ["localhost"], "conditions": {"ready": false}}],
+        "ports": [{"name": "metrics", "port": port, "protocol": "TCP"}],
+    })
+}
+
+async fn probe(bed: &Bed, args: &[&str]) -> (i32, String, String) {
+    let kc = bed.kubeconfig.display().to_string();
+    let mut all = vec!["probe", "--kubeconfig", &kc, "--timeout", "5s"];
+    all.extend_from_slice(args);
+    run_to_end(&all, LIMIT).await
+}
+
+#[tokio::test]
+async fn every_endpoint_must_answer_200() {
+    let bed = Bed::modern().await;
+    let up = Endpoint::start(200).await;
+    bed.double.create("services", NS, service(NS)).unwrap();
+    bed.double
+        .create(EPS, NS, slice("metrics-a", up.port))
+        .unwrap();
+    let url = format!("http://localhost:{}/readyz", up.port);
+
+    // 200, on an endpoint the slice says is not ready: probed all the same.
+    let (code, out, err) = probe(&bed, &[SVC, "-n", NS]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(
+        out,
+        format!(
+            "{url} (not ready): 200\nall 1 endpoints of service {NS}/{SVC} answered 200 on /readyz\n"
+        )
+    );
+
+    // 503: exit 1, the code and the body's reason.
+    up.code.store(503, Ordering::SeqCst);
+    let (code, out, err) = probe(&bed, &[SVC, "-n", NS]).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert_eq!(
+        out,
+        format!("{url} (not ready): 503: [-]watch not started\n")
+    );
+    assert!(
+        err.contains(&format!(
+            "1 of 1 endpoints of service {NS}/{SVC} did not answer 200 on /readyz"
+        )),
+        "{err}"
+    );
+
+    // One endpoint up, one on a closed port: exit 1, each line says which.
+    up.code.store(200, Ordering::SeqCst);
+    let dead = closed_port().await;
+    bed.double
+        .create(EPS, NS, slice("metrics-b", dead))
+        .unwrap();
+    let (code, out, err) = probe(&bed, &[SVC, "-n", NS]).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    let dead_url = format!("http://localhost:{dead}/readyz");
+    assert!(out.contains(&format!("{url} (not ready): 200\n")), "{out}");
+    assert!(
+        out.contains(&format!("{dead_url} (not ready): connection refused\n")),
+        "{out}"
+    );
+    assert!(err.contains("1 of 2 endpoints"), "{err}");
+
+    // Another path, and only the closed port left.
+    bed.double.delete(EPS, NS, "metrics-a").unwrap();
+    let (code, out, err) = probe(&bed, &[SVC, "-n", NS, "--path", "/healthz"]).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert_eq!(
+        out,
+        format!("http://localhost:{dead}/healthz (not ready): connection refused\n")
+    );
+}
+
+#[tokio::test]
+async fn no_endpoint_a_missing_service_and_a_missing_port() {
+    let bed = Bed::modern().await;
+    bed.double.create("services", NS, service(NS)).unwrap();
+
+    // No slice: exit 1, "no endpoints".
+    let (code, out, err) = probe(&bed, &[SVC, "-n", NS]).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains(&format!("service {NS}/{SVC} has no endpoints")),
+        "{err}"
+    );
+    // A slice with no endpoint in it: the same.
+    let mut empty = slice("metrics-a", 1);
+    empty["endpoints"] = json!([]);
+    bed.double.create(EPS, NS, empty).unwrap();
+    let (code, _, err) = probe(&bed, &[SVC, "-n", NS]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("has no endpoints"), "{err}");
+
+    // No such Service: exit 2, named with its namespace.
+    let (code, out, err) = probe(&bed, &["nosuch", "-n", NS]).await;
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains(&format!(
+            "service \"nosuch\" not found in namespace \"{NS}\": check the name, and give its namespace with -n"
+        )),
+        "{err}"
+    );
+
+    // No port of that name: exit 2, the ports it has.
+    let (code, _, err) = probe(&bed, &[SVC, "-n", NS, "--port", "http"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "service {NS}/{SVC} has no port named 'http' (its ports: 'metrics'): pass --port NAME"
+        )),
+        "{err}"
+    );
+
+    // A bad flag value: exit 2, the rule.
+    let (code, _, err) = probe(&bed, &[SVC, "--path", "readyz"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a path begins with '/'"), "{err}");
+}
+
+#[tokio::test]
+async fn the_namespace_is_the_contexts_and_two_reads_are_all_it_needs() {
+    // The rights the chart's test pod has: get services, list endpointslices.
+    let bed = Bed::as_user(
+        kube_double::Config::modern(),
+        &["get services", "list endpointslices.discovery.k8s.io"],
+    )
+    .await;
+    let up = Endpoint::start(200).await;
+    let admin = client(&bed);
+    let create = |resource: &'static str, obj: Value| {
+        let admin = admin.clone();
+        async move {
+            let (group, version, kind, plural) = match resource {
+                "services" => ("", "v1", "Service", "services"),
+                _ => ("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
+            };
+            let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+            let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
+            let api: kube::Api<kube::api::DynamicObject> =
+                kube::Api::namespaced_with(admin, NS, &ar);
+            let obj: kube::api::DynamicObject = serde_json::from_value(obj).unwrap();
+            api.create(&Default::default(), &obj).await.unwrap();
+        }
+    };
+    create("services", service(NS)).await;
+    create(EPS, slice("metrics-a", up.port)).await;
+
+    // The kubeconfig's context says `default`: not found there.
+    let (code, _, err) = probe(&bed, &[SVC]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not found in namespace \"default\""), "{err}");
+
+    // The context's namespace set to NS: found without -n.
+    let text = std::fs::read_to_string(&bed.kubeconfig).unwrap();
+    assert!(text.contains("namespace: default"), "{text}");
+    std::fs::write(
+        &bed.kubeconfig,
+        text.replace("namespace: default", &format!("namespace: {NS}")),
+    )
+    .unwrap();
+    let (code, out, err) = probe(&bed, &[SVC]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains(" (not ready): 200\n"), "{out}");
+
+    // Without the list right: exit 2, saying what to grant.
+    bed.double.set_tokens(Some(
+        [("user".to_string(), vec!["get services".to_string()])].into(),
+    ));
+    let (code, _, err) = probe(&bed, &[SVC]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("forbidden")
+            && err.contains("grant get on services and list on endpointslices.discovery.k8s.io"),
+        "{err}"
+    );
+}
