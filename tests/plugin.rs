@@ -297,3 +297,101 @@ async fn no_subcommand_prints_the_help_and_starts_no_daemon() {
         "{out}"
     );
 }
+
+/// `.krew.yaml` rendered as krew-release-bot renders it: `{{ addURIAndSha "URL" .TagName }}`
+/// becomes `uri: URL` and, indented four spaces, `sha256: HEX` of the archive at URL (here
+/// `sha256` for every URL); then each `{{ .TagName }}` becomes the tag.
+fn render_krew(template: &str, tag: &str, sha256: &str) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    const OPEN: &str = "{{ addURIAndSha \"";
+    const CLOSE: &str = "\" .TagName }}";
+    while let Some(start) = rest.find(OPEN) {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + OPEN.len()..];
+        let end = after.find(CLOSE).expect("addURIAndSha's URL closed");
+        out.push_str(&format!("uri: {}\n    sha256: {sha256}", &after[..end]));
+        rest = &after[end + CLOSE.len()..];
+    }
+    out.push_str(rest);
+    out.replace("{{ .TagName }}", tag)
+}
+
+#[test]
+fn the_krew_manifest_renders_what_krew_requires() {
+    // A small release archive, as the release would make it: the binary under the plugin's
+    // name at its root.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("kubectl-metainit"), b"#!/bin/sh\n").unwrap();
+    let archive = dir.path().join("metainit-v1.2.3-linux-amd64.tar.gz");
+    let tar = std::process::Command::new("tar")
+        .arg("czf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&root)
+        .arg("kubectl-metainit")
+        .status()
+        .expect("tar runs");
+    assert!(tar.success());
+    let bytes = std::fs::read(&archive).unwrap();
+    let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+    let sha: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(".krew.yaml");
+    let template = std::fs::read_to_string(&path).expect(".krew.yaml at the repository's root");
+    assert_eq!(template.matches("addURIAndSha").count(), 2, "{template}");
+    let rendered = render_krew(&template, "v1.2.3", &sha);
+    assert!(!rendered.contains("{{"), "left unrendered:\n{rendered}");
+    let doc: serde_json::Value = serde_saphyr::from_str(&rendered)
+        .unwrap_or_else(|e| panic!("the rendered manifest is not YAML ({e}):\n{rendered}"));
+
+    assert_eq!(
+        doc["apiVersion"],
+        "krew.googlecontainertools.github.com/v1alpha2"
+    );
+    assert_eq!(doc["kind"], "Plugin");
+    assert_eq!(doc["metadata"]["name"], "metainit");
+    let spec = &doc["spec"];
+    let version = spec["version"].as_str().unwrap_or_default();
+    let semver = version
+        .strip_prefix('v')
+        .map(|v| v.split('.').collect::<Vec<_>>())
+        .is_some_and(|p| {
+            p.len() == 3
+                && p.iter()
+                    .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        });
+    assert!(semver, "krew wants vMAJOR.MINOR.PATCH, not {version:?}");
+    assert_eq!(version, "v1.2.3");
+    for field in ["shortDescription", "description", "homepage"] {
+        assert!(
+            spec[field].as_str().is_some_and(|s| !s.trim().is_empty()),
+            "spec.{field} is empty"
+        );
+    }
+    let platforms = spec["platforms"].as_array().expect("spec.platforms");
+    let mut arches = Vec::new();
+    for p in platforms {
+        let labels = &p["selector"]["matchLabels"];
+        assert_eq!(labels["os"], "linux", "{p}");
+        let arch = labels["arch"].as_str().expect("arch").to_string();
+        let uri = p["uri"].as_str().expect("uri");
+        assert_eq!(
+            uri,
+            format!(
+                "https://github.com/example/metainit/releases/download/v1.2.3/metainit-v1.2.3-linux-{arch}.tar.gz"
+            )
+        );
+        let hex = p["sha256"].as_str().expect("sha256");
+        assert!(
+            hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{hex}"
+        );
+        assert_eq!(hex, sha);
+        assert_eq!(p["bin"], "kubectl-metainit", "{p}");
+        arches.push(arch);
+    }
+    assert_eq!(arches, ["amd64", "arm64"]);
+}
