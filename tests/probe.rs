@@ -203,6 +203,9 @@ async fn no_endpoint_a_missing_service_and_a_missing_port() {
     let (code, _, err) = probe(&bed, &[SVC, "--path", "readyz"]).await;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("a path begins with '/'"), "{err}");
+    let (code, _, err) = run_to_end(&["probe", SVC, "--timeout", "0s"], LIMIT).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("must be more than 0s"), "{err}");
 }
 
 #[tokio::test]

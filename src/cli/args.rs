@@ -228,7 +228,7 @@ pub struct ProbeArgs {
     pub kube: KubeconfigArgs,
 
     /// How long each API request (retried meanwhile) and each endpoint's GET may wait.
-    #[arg(long, env = "METAINIT_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "METAINIT_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_probe_timeout)]
     pub timeout: Duration,
 
     /// Log format; RUST_LOG filters (default `info`).

@@ -71,6 +71,15 @@ pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
     validation::duration(s)
 }
 
+/// `probe`'s `--timeout`, which bounds each endpoint's GET: 0 would fail them all.
+pub(super) fn parse_probe_timeout(s: &str) -> Result<Duration, String> {
+    let d = validation::duration(s)?;
+    if d.is_zero() {
+        return Err("probe's timeout must be more than 0s: it bounds each endpoint's GET".into());
+    }
+    Ok(d)
+}
+
 pub(super) fn parse_request_timeout(s: &str) -> Result<Duration, String> {
     if s.trim() == "0" {
         return Ok(Duration::ZERO);
