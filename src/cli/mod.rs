@@ -278,6 +278,31 @@ mod tests {
     }
 
     #[test]
+    fn all_namespaces_is_kubectls_and_excludes_one_namespace() {
+        let Some(Command::Status(s)) = parse(&["status", "-A"]).unwrap().command else {
+            panic!("not status")
+        };
+        assert!(s.all_namespaces && s.common.namespace.is_none());
+        let err = parse(&["status", "-A", "-n", "a"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        // Through the plugin: the same tree, its usage under kubectl's name.
+        let err = command(true)
+            .try_get_matches_from(["kubectl-metainit", "status", "-A", "-n", "a"])
+            .unwrap_err()
+            .render()
+            .to_string();
+        assert!(err.contains("Usage: kubectl metainit status"), "{err}");
+        let probe = parse(&["probe", "svc"]).unwrap();
+        let Some(Command::Probe(p)) = probe.command else {
+            panic!("not probe")
+        };
+        let s = p.settings();
+        assert_eq!((s.port.as_str(), s.path.as_str()), ("metrics", "/readyz"));
+        assert_eq!(s.timeout, Duration::from_secs(30));
+        assert!(s.namespace.is_none());
+    }
+
+    #[test]
     fn status_subcommand() {
         let cli = parse(&["status", "-o", "json", "--max-age", "10m"]).unwrap();
         let Some(Command::Status(s)) = cli.command else {
