@@ -77,7 +77,7 @@ complete -c metainit -n "__fish_metainit_using_subcommand status" -l exclude-nam
 complete -c metainit -n "__fish_metainit_using_subcommand status" -s A -l all-namespaces -d 'Every namespace, as kubectl\'s -A: what status lists without -n anyway'
 complete -c metainit -n "__fish_metainit_using_subcommand status" -l webhooks -d 'Also list the webhooks of the labelled webhook configurations that are down (no ready endpoint) or exempted, and their state, as `--webhooks` sees them. Needs list on the two configuration kinds and on endpointslices (manifests/rbac-webhooks.yaml). From the environment: 1/0, true/false, yes/no'
 complete -c metainit -n "__fish_metainit_using_subcommand status" -s h -l help -d 'Print help'
-complete -c metainit -n "__fish_metainit_using_subcommand probe" -l port -d 'The name of the EndpointSlice port to GET (the Service port\'s name)' -r
+complete -c metainit -n "__fish_metainit_using_subcommand probe" -l port -d 'The name of the Service port to GET; each pod is asked at that port\'s target' -r
 complete -c metainit -n "__fish_metainit_using_subcommand probe" -l path -d 'The path to GET on each endpoint' -r
 complete -c metainit -n "__fish_metainit_using_subcommand probe" -s n -l namespace -d 'The Service\'s namespace (default: the kubeconfig context\'s, or in a pod its own)' -r
 complete -c metainit -n "__fish_metainit_using_subcommand probe" -l kubeconfig -d 'Path to the kubeconfig file. Otherwise KUBECONFIG, then ~/.kube/config, then in-cluster' -r -F

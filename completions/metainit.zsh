@@ -80,7 +80,7 @@ _arguments "${_arguments_options[@]}" : \
 ;;
 (probe)
 _arguments "${_arguments_options[@]}" : \
-'--port=[The name of the EndpointSlice port to GET (the Service port'\''s name)]:NAME:_default' \
+'--port=[The name of the Service port to GET; each pod is asked at that port'\''s target]:NAME:_default' \
 '--path=[The path to GET on each endpoint]:PATH:_default' \
 '-n+[The Service'\''s namespace (default\: the kubeconfig context'\''s, or in a pod its own)]:NS:_default' \
 '--namespace=[The Service'\''s namespace (default\: the kubeconfig context'\''s, or in a pod its own)]:NS:_default' \
@@ -90,7 +90,7 @@ _arguments "${_arguments_options[@]}" : \
 '--log-format=[Log format; RUST_LOG filters (default \`info\`)]:LOG_FORMAT:(text json)' \
 '-h[Print help]' \
 '--help[Print help]' \
-':service -- The Service whose endpoints to GET\: every address of its EndpointSlices, ready or not:_default' \
+':service -- The Service whose pods to GET\: every pod its selector matches, ready or not:_default' \
 && ret=0
 ;;
 (completions)

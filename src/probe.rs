@@ -1,13 +1,20 @@
-//! `metainit probe SERVICE`: GETs a path (default `/readyz`) on every endpoint of a
-//! Service, ready or not, and says which answered 200: what the Helm chart's `helm test`
-//! runs against the release's metrics Service. Every address, not only the ready ones: a
-//! metainit that is not ready is exactly what its `/readyz` should show (503 and why).
-//! Read-only: one GET of the Service, one LIST of its EndpointSlices.
+//! `metainit probe SERVICE`: GETs a path (default `/readyz`) on every pod the Service
+//! selects, ready or not, at the Service port's target, and says which answered 200: what
+//! the Helm chart's `helm test` runs against the release's metrics Service. Every pod, not
+//! only the ready ones: a metainit that is not ready is exactly what its `/readyz` should
+//! show (503 and why). The pods, not the EndpointSlices: the Service's selector and target
+//! port are what its endpoints are made of, and they hold where the slices do not (the
+//! endpoint-slice controller down in a cold start; a hostNetwork pod on a node whose
+//! address is loopback, which no EndpointSlice may carry). Read-only: one GET of the
+//! Service, one LIST of its pods.
 
-use std::{collections::BTreeSet, process::ExitCode, time::Duration};
+use std::{collections::BTreeMap, process::ExitCode, time::Duration};
 
-use k8s_openapi::api::{core::v1::Service, discovery::v1::EndpointSlice};
-use kube::Api;
+use k8s_openapi::{
+    api::core::v1::{Pod, Service, ServicePort},
+    apimachinery::pkg::util::intstr::IntOrString,
+};
+use kube::{Api, api::ListParams};
 
 use crate::{
     Error, Result,
@@ -16,14 +23,14 @@ use crate::{
     discovery::with_retries,
     kubeconfig,
     logging::{self, LogFormat},
-    webhooks::{endpoints, hook},
+    webhooks::hook,
 };
 
 /// What `probe` needs, checked by the command line.
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub service: String,
-    /// The EndpointSlice port's name.
+    /// The Service port's name.
     pub port: String,
     /// The path to GET, beginning with '/'.
     pub path: String,
@@ -34,20 +41,29 @@ pub struct Settings {
     pub timeout: Duration,
 }
 
-/// One endpoint to GET: its address, its port, whether the slice says it is ready.
+/// Where a Service port sends its traffic on each pod: a number, or a container port's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Number(i32),
+    Name(String),
+}
+
+/// One pod address to GET: the pod, its IP (`None` before it has one), the port its
+/// containers give the target, whether the pod is Ready.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Endpoint {
-    pub address: String,
+    pub pod: String,
+    pub address: Option<String>,
     pub port: Option<i32>,
     pub ready: bool,
 }
 
 impl Endpoint {
     /// `http://ADDR:PORT/PATH`, an IPv6 address in brackets.
-    pub fn url(&self, port: i32, path: &str) -> String {
-        match self.address.parse::<std::net::Ipv6Addr>() {
-            Ok(_) => format!("http://[{}]:{port}{path}", self.address),
-            Err(_) => format!("http://{}:{port}{path}", self.address),
+    pub fn url(&self, address: &str, port: i32, path: &str) -> String {
+        match address.parse::<std::net::Ipv6Addr>() {
+            Ok(_) => format!("http://[{address}]:{port}{path}"),
+            Err(_) => format!("http://{address}:{port}{path}"),
         }
     }
 }
@@ -59,17 +75,13 @@ pub async fn run(settings: Settings, format: LogFormat) -> Result<ExitCode> {
         Err(e) => return Ok(logging::fatal_with(format, &e, 2)),
     };
     if endpoints.is_empty() {
-        let message = format!(
-            "service {service} has no endpoints: no EndpointSlice labelled {}={} lists an address",
-            endpoints::SERVICE_NAME_LABEL,
-            settings.service
-        );
+        let message = format!("service {service} has no endpoints: its selector matches no pod");
         return Ok(logging::final_line(format, &message, 1));
     }
     let lines = futures::future::join_all(
         endpoints
             .iter()
-            .map(|e| check(e, &settings.port, &settings.path, settings.timeout)),
+            .map(|e| check(e, &settings.path, settings.timeout)),
     )
     .await;
     let failed = lines.iter().filter(|(ok, _)| !ok).count();
@@ -93,7 +105,7 @@ pub async fn run(settings: Settings, format: LogFormat) -> Result<ExitCode> {
     Ok(logging::final_line(format, &message, 1))
 }
 
-/// The Service (which must have the port) and every address of its EndpointSlices.
+/// The Service (which must have the port and a selector) and every address of its pods.
 async fn read(settings: &Settings) -> Result<(hook::Service, Vec<Endpoint>)> {
     // Not `setup::connect`: `setup` imports the command line, which imports `Settings`
     // from here; and a probe has no per-object requests or legacy switch to share.
@@ -119,29 +131,39 @@ async fn read(settings: &Settings) -> Result<(hook::Service, Vec<Endpoint>)> {
             service.name, service.namespace
         )));
     };
-    has_port(&found, &service, &settings.port)?;
-    let what = format!("probe: LIST endpointslices of {service}");
-    let slices = with_retries(client, &what, url, budget(), || {
-        endpoints::slices(client, &service)
-    })
-    .await?;
-    Ok((service, addresses(&slices, &settings.port)))
+    let target = target(&found, &service, &settings.port)?;
+    let selector = selector(&found, &service)?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &service.namespace);
+    let what = format!("probe: LIST pods of {service} ({selector})");
+    let params = ListParams::default().labels(&selector);
+    let list = with_retries(client, &what, url, budget(), || pods.list(&params)).await?;
+    Ok((service, endpoints(&list.items, &target)))
 }
 
-/// A Service without a port named `port` has no such port on its endpoints either.
-fn has_port(found: &Service, service: &hook::Service, port: &str) -> Result<()> {
-    let names: Vec<&str> = found
+/// The target of the Service's port named `port` (its `port` when it names none).
+pub fn target(found: &Service, service: &hook::Service, port: &str) -> Result<Target> {
+    let ports: &[ServicePort] = found
         .spec
         .as_ref()
-        .and_then(|s| s.ports.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|p| p.name.as_deref().unwrap_or(""))
-        .collect();
-    if names.contains(&port) {
-        return Ok(());
+        .and_then(|s| s.ports.as_deref())
+        .unwrap_or_default();
+    if let Some(p) = ports
+        .iter()
+        .find(|p| p.name.as_deref().unwrap_or("") == port)
+    {
+        return Ok(match &p.target_port {
+            Some(IntOrString::Int(n)) => Target::Number(*n),
+            Some(IntOrString::String(name)) => match name.parse() {
+                Ok(n) => Target::Number(n),
+                Err(_) => Target::Name(name.clone()),
+            },
+            None => Target::Number(p.port),
+        });
     }
-    let shown: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+    let shown: Vec<String> = ports
+        .iter()
+        .map(|p| format!("'{}'", p.name.as_deref().unwrap_or("")))
+        .collect();
     Err(Error::Config(format!(
         "service {service} has no port named '{port}' (its ports: {}): pass --port NAME",
         if shown.is_empty() {
@@ -152,48 +174,106 @@ fn has_port(found: &Service, service: &hook::Service, port: &str) -> Result<()> 
     )))
 }
 
-/// Every address of every endpoint, ready or not, once each, with the port named `port`
-/// of its slice (`None` if that slice lacks it).
-pub fn addresses(slices: &[EndpointSlice], port: &str) -> Vec<Endpoint> {
-    let mut out = BTreeSet::new();
-    for slice in slices {
-        let number = slice
-            .ports
-            .iter()
+/// The Service's selector as a label selector; a Service without one has no pods.
+pub fn selector(found: &Service, service: &hook::Service) -> Result<String> {
+    let selector: BTreeMap<String, String> = found
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.clone())
+        .unwrap_or_default();
+    if selector.is_empty() {
+        return Err(Error::Config(format!(
+            "service {service} has no selector: its endpoints are not pods it selects, and probe GETs pods"
+        )));
+    }
+    Ok(selector
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
+/// Every IP of every pod, ready or not (one line without an IP for a pod that has none
+/// yet), with the port its containers give `target`; terminating pods left out, as the
+/// endpoints of a Service leave them.
+pub fn endpoints(pods: &[Pod], target: &Target) -> Vec<Endpoint> {
+    let mut out = Vec::new();
+    for pod in pods {
+        if pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let status = pod.status.as_ref();
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
             .flatten()
-            .find(|p| p.name.as_deref().unwrap_or("") == port)
-            .and_then(|p| p.port);
-        for endpoint in slice.endpoints.iter().flatten() {
-            // "A nil value should be interpreted as true" (the EndpointSlice API).
-            let ready = endpoint.conditions.as_ref().and_then(|c| c.ready) != Some(false);
-            for address in &endpoint.addresses {
-                out.insert(Endpoint {
-                    address: address.clone(),
-                    port: number,
-                    ready,
-                });
-            }
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        let port = match target {
+            Target::Number(n) => Some(*n),
+            Target::Name(wanted) => named_port(pod, wanted),
+        };
+        let mut ips: Vec<String> = status
+            .and_then(|s| s.pod_ips.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|ip| ip.ip.clone())
+            .collect();
+        if ips.is_empty() {
+            ips.extend(status.and_then(|s| s.pod_ip.clone()));
+        }
+        if ips.is_empty() {
+            out.push(Endpoint {
+                pod: name.clone(),
+                address: None,
+                port,
+                ready,
+            });
+        }
+        for ip in ips {
+            out.push(Endpoint {
+                pod: name.clone(),
+                address: Some(ip),
+                port,
+                ready,
+            });
         }
     }
-    out.into_iter().collect()
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The number of the container port named `wanted`, in any of the pod's containers.
+fn named_port(pod: &Pod, wanted: &str) -> Option<i32> {
+    pod.spec
+        .as_ref()?
+        .containers
+        .iter()
+        .flat_map(|c| c.ports.iter().flatten())
+        .find(|p| p.name.as_deref() == Some(wanted))
+        .map(|p| p.container_port)
 }
 
 /// GETs one endpoint: whether it answered 200, and its line.
-async fn check(endpoint: &Endpoint, port: &str, path: &str, timeout: Duration) -> (bool, String) {
+async fn check(endpoint: &Endpoint, path: &str, timeout: Duration) -> (bool, String) {
     let state = if endpoint.ready { "ready" } else { "not ready" };
+    let pod = &endpoint.pod;
+    let Some(address) = &endpoint.address else {
+        return (false, format!("pod {pod} ({state}): no IP yet"));
+    };
     let Some(number) = endpoint.port else {
         let line = format!(
-            "{} ({state}): its EndpointSlice has no port named '{port}'",
-            endpoint.address
+            "pod {pod} {address} ({state}): no container port is the service port's target"
         );
         return (false, line);
     };
-    let url = endpoint.url(number, path);
+    let url = endpoint.url(address, number, path);
     let answer = match url.parse() {
         Ok(uri) => plain::get(uri, timeout).await,
         Err(e) => Answer::Failed(format!("not a URL: {e}")),
     };
-    line(&url, state, &answer)
+    line(&url, &format!("pod {pod}, {state}"), &answer)
 }
 
 /// What a user reads of one endpoint: the URL, the slice's readiness, the answer.
@@ -217,49 +297,95 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn slice(v: serde_json::Value) -> EndpointSlice {
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn svc(v: serde_json::Value) -> Service {
         serde_json::from_value(v).unwrap()
     }
 
     #[test]
-    fn every_address_ready_or_not_with_its_slices_port() {
-        let a = slice(json!({
-            "metadata": {"name": "a"}, "addressType": "IPv4",
-            "endpoints": [
-                {"addresses": ["10.0.0.1"], "conditions": {"ready": true}},
-                {"addresses": ["10.0.0.2"], "conditions": {"ready": false}},
-                {"addresses": ["10.0.0.3"]},
-            ],
-            "ports": [{"name": "http", "port": 80}, {"name": "metrics", "port": 10275}],
-        }));
-        // The same address in a second slice (a slice being replaced) is probed once.
-        let b = slice(json!({
-            "metadata": {"name": "b"}, "addressType": "IPv4",
-            "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": true}}],
-            "ports": [{"name": "metrics", "port": 10275}],
-        }));
-        let c = slice(json!({
-            "metadata": {"name": "c"}, "addressType": "IPv6",
-            "endpoints": [{"addresses": ["fd00::9"]}],
-            "ports": [{"name": "http", "port": 80}],
-        }));
-        let got = addresses(&[a, b, c], "metrics");
+    fn every_pod_ready_or_not_at_its_target_port() {
+        let ready = |ok: &str| json!([{"type": "Ready", "status": ok}]);
+        let ports = json!([{"name": "app", "ports": [{"name": "admin", "containerPort": 10275}]}]);
+        let pods = [
+            pod(
+                json!({"metadata": {"name": "a"}, "spec": {"containers": ports},
+                       "status": {"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}],
+                                  "conditions": ready("True")}}),
+            ),
+            pod(
+                json!({"metadata": {"name": "b"}, "spec": {"containers": ports},
+                       "status": {"podIP": "127.0.0.1", "conditions": ready("False")}}),
+            ),
+            pod(json!({"metadata": {"name": "c"}, "spec": {"containers": ports}, "status": {}})),
+            pod(
+                json!({"metadata": {"name": "d", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+                       "spec": {"containers": ports}, "status": {"podIP": "10.0.0.4"}}),
+            ),
+            pod(
+                json!({"metadata": {"name": "e"}, "spec": {"containers": [{"name": "x"}]},
+                       "status": {"podIP": "10.0.0.5"}}),
+            ),
+        ];
+        let got = endpoints(&pods, &Target::Name("admin".into()));
         let shown: Vec<_> = got
             .iter()
-            .map(|e| (e.address.as_str(), e.port, e.ready))
+            .map(|e| (e.pod.as_str(), e.address.as_deref(), e.port, e.ready))
             .collect();
         assert_eq!(
             shown,
             [
-                ("10.0.0.1", Some(10275), true),
-                ("10.0.0.2", Some(10275), false),
-                ("10.0.0.3", Some(10275), true),
-                ("fd00::9", None, true),
+                ("a", Some("10.0.0.1"), Some(10275), true),
+                ("a", Some("fd00::1"), Some(10275), true),
+                ("b", Some("127.0.0.1"), Some(10275), false),
+                ("c", None, Some(10275), false),
+                ("e", Some("10.0.0.5"), None, false),
             ]
         );
-        assert_eq!(got[0].url(10275, "/readyz"), "http://10.0.0.1:10275/readyz");
-        assert_eq!(got[3].url(80, "/readyz"), "http://[fd00::9]:80/readyz");
-        assert!(addresses(&[], "metrics").is_empty());
+        assert_eq!(
+            got[0].url("10.0.0.1", 10275, "/readyz"),
+            "http://10.0.0.1:10275/readyz"
+        );
+        assert_eq!(
+            got[1].url("fd00::1", 80, "/readyz"),
+            "http://[fd00::1]:80/readyz"
+        );
+        let by_number = endpoints(&pods[4..], &Target::Number(9));
+        assert_eq!(by_number[0].port, Some(9));
+        assert!(endpoints(&[], &Target::Number(9)).is_empty());
+    }
+
+    #[test]
+    fn the_target_and_the_selector_of_the_service() {
+        let s = hook::Service {
+            namespace: "ns".into(),
+            name: "m".into(),
+        };
+        let found = svc(json!({"spec": {
+            "selector": {"b": "2", "a": "1"},
+            "ports": [{"name": "metrics", "port": 10275, "targetPort": "admin"},
+                      {"name": "n", "port": 80, "targetPort": 8080},
+                      {"name": "s", "port": 81, "targetPort": "8081"},
+                      {"name": "p", "port": 82}]}}));
+        assert_eq!(
+            target(&found, &s, "metrics").unwrap(),
+            Target::Name("admin".into())
+        );
+        assert_eq!(target(&found, &s, "n").unwrap(), Target::Number(8080));
+        assert_eq!(target(&found, &s, "s").unwrap(), Target::Number(8081));
+        assert_eq!(target(&found, &s, "p").unwrap(), Target::Number(82));
+        let e = target(&found, &s, "http").unwrap_err().to_string();
+        assert!(
+            e.contains("no port named 'http' (its ports: 'metrics', 'n', 's', 'p')"),
+            "{e}"
+        );
+        assert_eq!(selector(&found, &s).unwrap(), "a=1,b=2");
+        let e = selector(&svc(json!({"spec": {}})), &s)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("service ns/m has no selector"), "{e}");
     }
 
     #[test]

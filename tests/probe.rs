@@ -1,7 +1,7 @@
-//! `metainit probe SERVICE`: against the double's Service and EndpointSlices, with a real
-//! HTTP listener on loopback as the endpoint. The slices name it `localhost` (addressType
-//! FQDN): the API server refuses loopback IPs in an EndpointSlice, and nothing here may
-//! dial outside 127.0.0.0/8.
+//! `metainit probe SERVICE`: against the double's Service and the pods it selects, with a
+//! real HTTP listener on loopback as each pod's target port (a pod's IP may be loopback, as
+//! a hostNetwork pod's is on a node whose address is; nothing here may dial outside
+//! 127.0.0.0/8).
 
 mod common;
 
@@ -74,20 +74,36 @@ fn service(ns: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": SVC, "namespace": ns},
-        "spec": {"ports": [{"name": "metrics", "port": 10275}]},
+        "spec": {"selector": {"app": "probed"},
+                 "ports": [{"name": "metrics", "port": 10275, "targetPort": "admin"}]},
     })
 }
 
-/// An EndpointSlice of `SVC` whose one endpoint, not ready, is `localhost` on `port`.
-fn slice(name: &str, port: u16) -> Value {
+/// A pod the Service selects, its container port `admin` being `port`.
+fn pod(name: &str, port: u16) -> Value {
     json!({
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": name, "namespace": NS,
-                     "labels": {"kubernetes.io/service-name": SVC}},
-        "addressType": "FQDN",
-        "endpoints": [{"addresses": ["localhost"], "conditions": {"ready": false}}],
-        "ports": [{"name": "metrics", "port": port, "protocol": "TCP"}],
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": {"app": "probed"}},
+        "spec": {"containers": [{"name": "metainit", "image": "metainit",
+                                 "ports": [{"name": "admin", "containerPort": port}]}]},
     })
+}
+
+/// What the kubelet reports of a pod on a node whose address is 127.0.0.1: not Ready.
+fn on_loopback(mut pod: Value) -> Value {
+    pod["status"] = json!({
+        "phase": "Running", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
+        "conditions": [{"type": "Ready", "status": "False"}],
+    });
+    pod
+}
+
+/// A pod of the Service at 127.0.0.1 on `port`, not Ready.
+fn add_pod(bed: &Bed, name: &str, port: u16) {
+    let made = bed.double.create("pods", NS, pod(name, port)).unwrap();
+    bed.double
+        .update_status("pods", NS, on_loopback(made))
+        .unwrap();
 }
 
 async fn probe(bed: &Bed, args: &[&str]) -> (i32, String, String) {
@@ -102,18 +118,16 @@ async fn every_endpoint_must_answer_200() {
     let bed = Bed::modern().await;
     let up = Endpoint::start(200).await;
     bed.double.create("services", NS, service(NS)).unwrap();
-    bed.double
-        .create(EPS, NS, slice("metrics-a", up.port))
-        .unwrap();
-    let url = format!("http://localhost:{}/readyz", up.port);
+    add_pod(&bed, "metrics-a", up.port);
+    let url = format!("http://127.0.0.1:{}/readyz", up.port);
 
-    // 200, on an endpoint the slice says is not ready: probed all the same.
+    // 200, from a pod that is not Ready: probed all the same.
     let (code, out, err) = probe(&bed, &[SVC, "-n", NS]).await;
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(
         out,
         format!(
-            "{url} (not ready): 200\nall 1 endpoints of service {NS}/{SVC} answered 200 on /readyz\n"
+            "{url} (pod metrics-a, not ready): 200\nall 1 endpoints of service {NS}/{SVC} answered 200 on /readyz\n"
         )
     );
 
@@ -123,7 +137,7 @@ async fn every_endpoint_must_answer_200() {
     assert_eq!(code, 1, "{out}\n{err}");
     assert_eq!(
         out,
-        format!("{url} (not ready): 503: [-]watch not started\n")
+        format!("{url} (pod metrics-a, not ready): 503: [-]watch not started\n")
     );
     assert!(
         err.contains(&format!(
@@ -135,26 +149,29 @@ async fn every_endpoint_must_answer_200() {
     // One endpoint up, one on a closed port: exit 1, each line says which.
     up.code.store(200, Ordering::SeqCst);
     let dead = closed_port().await;
-    bed.double
-        .create(EPS, NS, slice("metrics-b", dead))
-        .unwrap();
+    add_pod(&bed, "metrics-b", dead);
     let (code, out, err) = probe(&bed, &[SVC, "-n", NS]).await;
     assert_eq!(code, 1, "{out}\n{err}");
-    let dead_url = format!("http://localhost:{dead}/readyz");
-    assert!(out.contains(&format!("{url} (not ready): 200\n")), "{out}");
+    let dead_url = format!("http://127.0.0.1:{dead}/readyz");
     assert!(
-        out.contains(&format!("{dead_url} (not ready): connection refused\n")),
+        out.contains(&format!("{url} (pod metrics-a, not ready): 200\n")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "{dead_url} (pod metrics-b, not ready): connection refused\n"
+        )),
         "{out}"
     );
     assert!(err.contains("1 of 2 endpoints"), "{err}");
 
     // Another path, and only the closed port left.
-    bed.double.delete(EPS, NS, "metrics-a").unwrap();
+    bed.double.delete("pods", NS, "metrics-a").unwrap();
     let (code, out, err) = probe(&bed, &[SVC, "-n", NS, "--path", "/healthz"]).await;
     assert_eq!(code, 1, "{out}\n{err}");
     assert_eq!(
         out,
-        format!("http://localhost:{dead}/healthz (not ready): connection refused\n")
+        format!("http://127.0.0.1:{dead}/healthz (pod metrics-b, not ready): connection refused\n")
     );
 }
 
@@ -163,7 +180,7 @@ async fn no_endpoint_a_missing_service_and_a_missing_port() {
     let bed = Bed::modern().await;
     bed.double.create("services", NS, service(NS)).unwrap();
 
-    // No slice: exit 1, "no endpoints".
+    // No pod: exit 1, "no endpoints".
     let (code, out, err) = probe(&bed, &[SVC, "-n", NS]).await;
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(out.is_empty(), "{out}");
@@ -171,10 +188,10 @@ async fn no_endpoint_a_missing_service_and_a_missing_port() {
         err.contains(&format!("service {NS}/{SVC} has no endpoints")),
         "{err}"
     );
-    // A slice with no endpoint in it: the same.
-    let mut empty = slice("metrics-a", 1);
-    empty["endpoints"] = json!([]);
-    bed.double.create(EPS, NS, empty).unwrap();
+    // Pods, none of them selected: the same.
+    let mut other = pod("other", 1);
+    other["metadata"]["labels"] = json!({"app": "other"});
+    bed.double.create("pods", NS, other).unwrap();
     let (code, _, err) = probe(&bed, &[SVC, "-n", NS]).await;
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("has no endpoints"), "{err}");
@@ -210,31 +227,15 @@ async fn no_endpoint_a_missing_service_and_a_missing_port() {
 
 #[tokio::test]
 async fn the_namespace_is_the_contexts_and_two_reads_are_all_it_needs() {
-    // The rights the chart's test pod has: get services, list endpointslices.
+    // The rights the chart's test pod has: get services, list pods.
     let bed = Bed::as_user(
         kube_double::Config::modern(),
-        &["get services", "list endpointslices.discovery.k8s.io"],
+        &["get services", "list pods"],
     )
     .await;
     let up = Endpoint::start(200).await;
-    let admin = client(&bed);
-    let create = |resource: &'static str, obj: Value| {
-        let admin = admin.clone();
-        async move {
-            let (group, version, kind, plural) = match resource {
-                "services" => ("", "v1", "Service", "services"),
-                _ => ("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
-            };
-            let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-            let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
-            let api: kube::Api<kube::api::DynamicObject> =
-                kube::Api::namespaced_with(admin, NS, &ar);
-            let obj: kube::api::DynamicObject = serde_json::from_value(obj).unwrap();
-            api.create(&Default::default(), &obj).await.unwrap();
-        }
-    };
-    create("services", service(NS)).await;
-    create(EPS, slice("metrics-a", up.port)).await;
+    bed.double.create("services", NS, service(NS)).unwrap();
+    add_pod(&bed, "metrics-a", up.port);
 
     // The kubeconfig's context says `default`: not found there.
     let (code, _, err) = probe(&bed, &[SVC]).await;
@@ -251,7 +252,7 @@ async fn the_namespace_is_the_contexts_and_two_reads_are_all_it_needs() {
     .unwrap();
     let (code, out, err) = probe(&bed, &[SVC]).await;
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(out.contains(" (not ready): 200\n"), "{out}");
+    assert!(out.contains(" (pod metrics-a, not ready): 200\n"), "{out}");
 
     // Without the list right: exit 2, saying what to grant.
     bed.double.set_tokens(Some(
@@ -260,8 +261,7 @@ async fn the_namespace_is_the_contexts_and_two_reads_are_all_it_needs() {
     let (code, _, err) = probe(&bed, &[SVC]).await;
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("forbidden")
-            && err.contains("grant get on services and list on endpointslices.discovery.k8s.io"),
+        err.contains("forbidden") && err.contains("grant get on services and list on pods"),
         "{err}"
     );
 }

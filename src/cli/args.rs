@@ -208,11 +208,11 @@ pub struct StatusArgs {
 /// Flags of `metainit probe`.
 #[derive(Args, Debug)]
 pub struct ProbeArgs {
-    /// The Service whose endpoints to GET: every address of its EndpointSlices, ready or not.
+    /// The Service whose pods to GET: every pod its selector matches, ready or not.
     #[arg(value_name = "SERVICE", value_parser = parse_service_name)]
     pub service: String,
 
-    /// The name of the EndpointSlice port to GET (the Service port's name).
+    /// The name of the Service port to GET; each pod is asked at that port's target.
     #[arg(long, env = "METAINIT_PROBE_PORT", value_name = "NAME", default_value = "metrics", value_parser = parse_port_name)]
     pub port: String,
 

@@ -183,7 +183,7 @@ fn log_retry(what: &str, url: &str, e: &kube::Error, wait: Duration) {
 /// manifest that has it.
 fn rbac_grant(what: &str) -> &'static str {
     if what.starts_with("probe:") {
-        "get on services and list on endpointslices.discovery.k8s.io in the service's namespace"
+        "get on services and list on pods in the service's namespace"
     } else if what.contains("webhookconfigurations") || what.contains("endpointslices") {
         "the permissions in manifests/rbac-webhooks.yaml"
     } else {
