@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Checks the Helm chart charts/metainit, offline (nothing is sent to a cluster):
 #   - `helm lint --strict`, with the default values and with each charts/metainit/ci/ file;
+#   - each value renders what it says, and the schema and templates refuse a typo or a
+#     contradiction in it: scripts/check-chart-values.py;
 #   - values.schema.json refuses a typo (`--set replica=3`, `--set image.tga=x`) and a
 #     value it does not allow (`--set logFormat=xml`): `helm template` must fail, naming it;
-#   - `helm template` with the defaults, ci/all-on-values.yaml (every opt-in on) and
-#     ci/all-off-values.yaml: every object passes `kubernetes-validate --strict` against the
+#   - `helm template` with the defaults and each ci/ file (all-on: every opt-in on and
+#     every value changed; all-off; openshift), told that the Prometheus Operator's CRDs
+#     exist (--api-versions): every object, the `helm test` hooks too, passes `kubernetes-validate --strict` against the
 #     oldest schema the chart allows (its kubeVersion) and the newest one shipped; the
 #     CRDs instead: the PrometheusRule's spec passes `promtool check rules` and the unit
 #     tests of scripts/prometheus-rules.test.yaml, the ServiceMonitor selects the Service;
@@ -16,6 +19,7 @@
 #   - no drift: release metainit in kube-system with the defaults renders the objects
 #     `kubectl kustomize manifests/deployment` renders, the same once the chart's own labels
 #     (helm.sh/chart, app.kubernetes.io/managed-by, app.kubernetes.io/version) are dropped;
+#     the `helm test` hooks (templates/tests/, made only by `helm test`) are left out;
 #     the PrometheusRule is manifests/prometheus-rules.yaml's, and the chart's copy of that
 #     file (files/prometheus-rules.yaml) is byte for byte the same;
 #   - README.md's table of the values is what scripts/chart-values.py makes.
@@ -88,12 +92,16 @@ PY
 )
 echo "schemas: $oldest (the chart's kubeVersion) and $newest (kubernetes-validate $(kubernetes-validate --version))"
 
+python3 scripts/check-chart-values.py "$helm" "$chart" || die "a value does not render what it says (see above)"
+
+# The ServiceMonitor and PrometheusRule render only where their CRDs exist: say they do.
+crds=(--api-versions monitoring.coreos.com/v1/ServiceMonitor --api-versions monitoring.coreos.com/v1/PrometheusRule)
 mkdir -p "$tmp/render"
-"$helm" template metainit "$chart" -n kube-system >"$tmp/render/defaults.yaml" 2>"$tmp/err" \
+"$helm" template metainit "$chart" -n kube-system "${crds[@]}" >"$tmp/render/defaults.yaml" 2>"$tmp/err" \
     || die "helm template (defaults): $(cat "$tmp/err")"
 for values in "$chart"/ci/*-values.yaml; do
     name=$(basename "$values" -values.yaml)
-    "$helm" template metainit "$chart" -n kube-system -f "$values" >"$tmp/render/$name.yaml" 2>"$tmp/err" \
+    "$helm" template metainit "$chart" -n kube-system "${crds[@]}" -f "$values" >"$tmp/render/$name.yaml" 2>"$tmp/err" \
         || die "helm template -f $values: $(cat "$tmp/err")"
 done
 kubectl kustomize manifests/deployment >"$tmp/kustomize.yaml" 2>"$tmp/err" \
@@ -114,6 +122,9 @@ problems = []
 def load(path):
     return [d for d in yaml.safe_load_all(open(path)) if d]
 
+def hook(d):
+    return "helm.sh/hook" in (d["metadata"].get("annotations") or {})
+
 def role_rules(path):
     roles = [d for d in load(path) if d["kind"] == "ClusterRole"]
     assert len(roles) == 1, f"{path}: expected one ClusterRole"
@@ -126,12 +137,14 @@ listing = open(f"{tmp}/docs.list", "w")
 
 for path in renders:
     name = os.path.basename(path)[:-len(".yaml")]
-    docs = load(path)
+    every = load(path)
     def fail(msg):
         problems.append(f"helm template ({name}): {msg}")
+    # The release's objects; the `helm test` hooks are validated, not counted among them.
+    docs = [d for d in every if not hook(d)]
     def of(kind):
         return [d for d in docs if d["kind"] == kind]
-    for i, d in enumerate(docs):
+    for i, d in enumerate(every):
         label = f"helm template ({name}): {d['kind']} {d['metadata']['name']}"
         if d["apiVersion"].startswith("monitoring.coreos.com/"):
             continue
@@ -140,13 +153,13 @@ for path in renders:
         print(doc, label, file=listing)
 
     dep = of("Deployment")[0]
-    sa = of("ServiceAccount")[0]["metadata"]["name"]
     ns = dep["metadata"]["namespace"]
     pod = dep["spec"]["template"]
     labels = pod["metadata"]["labels"]
     spec = pod["spec"]
-    if spec["serviceAccountName"] != sa:
-        fail(f"the pods run as {spec['serviceAccountName']}, not the ServiceAccount {sa}")
+    sa = spec["serviceAccountName"]
+    if [d["metadata"]["name"] for d in of("ServiceAccount")] not in ([sa], []):
+        fail(f"the chart makes a ServiceAccount other than the pods' {sa}")
     roles = {d["metadata"]["name"]: d for d in of("ClusterRole")}
     for b in of("ClusterRoleBinding"):
         if b["subjects"] != [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]:
@@ -265,6 +278,8 @@ def objects(path):
     for d in yaml.safe_load_all(open(path)):
         if not d:
             continue
+        if "helm.sh/hook" in (d["metadata"].get("annotations") or {}):
+            continue  # `helm test`'s, which the base has no use for
         labels = d["metadata"].get("labels", {})
         for k in HELM_LABELS & set(labels):
             del labels[k]

@@ -1,7 +1,10 @@
 //! The Helm chart (charts/metainit) on the real control plane: `helm install`, a gated
 //! labelled pod in kube-system cleared by metainit running as the chart's ServiceAccount,
 //! `helm upgrade --set webhooks.enabled=true` adding the rights of --webhooks, and
-//! `helm uninstall` leaving nothing behind. helm is the one tests/helm/go.mod pins:
+//! `helm uninstall` leaving nothing behind; an install with values of its own
+//! (fullnameOverride, an existing ServiceAccount, a pod annotation, a pull secret,
+//! commonLabels); and chart 0.1.0's default install upgraded in place to this chart (the
+//! Deployment's uid and immutable selector kept). helm is the one tests/helm/go.mod pins:
 //! `METAINIT_HELM` (scripts/test.sh sets it), else built by `bash scripts/helm.sh path`.
 //!
 //!   cargo test --test cluster_helm     (starts its own control plane unless
@@ -13,92 +16,12 @@
 
 mod common;
 
-use std::{path::PathBuf, process::Command};
-
 use common::{
     control_plane::{ControlPlane, WAIT, patched_by, scheduled, until},
-    gated_pod, helm_binary, until_readyz,
+    gated_pod,
+    helm::{Helm, can_i, chart, labelled, release_secrets},
+    helm_binary, until_readyz,
 };
-
-/// helm as the control plane's admin, with its cache and settings in a directory of its own.
-struct Helm {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    home: tempfile::TempDir,
-}
-
-impl Helm {
-    fn new(bin: PathBuf, cp: &ControlPlane) -> Helm {
-        Helm {
-            bin,
-            kubeconfig: cp.admin.clone(),
-            home: tempfile::tempdir().expect("tempdir"),
-        }
-    }
-
-    /// Runs helm, which must succeed; its standard output.
-    fn ok(&self, args: &[&str]) -> String {
-        let home = self.home.path();
-        let out = Command::new(&self.bin)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .env("HELM_CACHE_HOME", home.join("cache"))
-            .env("HELM_CONFIG_HOME", home.join("config"))
-            .env("HELM_DATA_HOME", home.join("data"))
-            .env_remove("KUBECONFIG")
-            .output()
-            .expect("helm runs");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "helm {args:?} failed: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-    }
-}
-
-/// What `kubectl auth can-i VERB RESOURCE -A` answers for `user`: "yes" or "no" (in
-/// every namespace: the ClusterRoleBindings grant cluster-wide).
-fn can_i(cp: &ControlPlane, user: &str, verb: &str, resource: &str) -> String {
-    let (_, out) = cp.kubectl(&["auth", "can-i", verb, resource, "-A", "--as", user]);
-    out.trim().to_string()
-}
-
-/// The kinds the chart makes here, as kubectl names them: all but the opt-ins ServiceMonitor
-/// and PrometheusRule, whose CRDs (the Prometheus Operator's) this control plane lacks.
-const NAMESPACED: &str = "serviceaccounts,deployments.apps,poddisruptionbudgets.policy,services,networkpolicies.networking.k8s.io";
-const CLUSTER: &str =
-    "clusterroles.rbac.authorization.k8s.io,clusterrolebindings.rbac.authorization.k8s.io";
-
-/// `kind/name` of every object of those kinds that carries the release's instance label.
-fn labelled(cp: &ControlPlane, instance: &str) -> Vec<String> {
-    let selector = format!("app.kubernetes.io/instance={instance}");
-    let mut found = Vec::new();
-    for (kinds, scope) in [(NAMESPACED, "-n=kube-system"), (CLUSTER, "-A")] {
-        let out = cp.kubectl_ok(&["get", kinds, scope, "-l", &selector, "-o", "name"]);
-        found.extend(out.lines().map(str::to_string));
-    }
-    found.sort();
-    found
-}
-
-/// The release's Secrets (helm keeps one per revision): their names.
-fn release_secrets(cp: &ControlPlane, release: &str) -> Vec<String> {
-    let selector = format!("owner=helm,name={release}");
-    let out = cp.kubectl_ok(&[
-        "get",
-        "secrets",
-        "-n",
-        "kube-system",
-        "-l",
-        &selector,
-        "-o",
-        "name",
-    ]);
-    out.lines().map(str::to_string).collect()
-}
 
 #[tokio::test]
 async fn the_chart_installs_clears_a_pod_in_kube_system_upgrades_to_webhooks_and_uninstalls_clean()
@@ -112,17 +35,19 @@ async fn the_chart_installs_clears_a_pod_in_kube_system_upgrades_to_webhooks_and
     // helm first: without it, fail before starting a control plane.
     let bin = helm_binary();
     let cp = ControlPlane::shared();
-    let release = format!("helm-{}", std::process::id());
-    let instance = format!("{release}-deployment");
-    let user = format!("system:serviceaccount:kube-system:{release}");
-    let chart = format!("{}/charts/metainit", env!("CARGO_MANIFEST_DIR"));
     let helm = Helm::new(bin, cp);
+    // It contains the chart's name: the objects are named after it, as release metainit's are.
+    let release = format!("metainit-helm-{}", std::process::id());
+    let cluster = format!("{release}-deployment");
+    let instance = format!("app.kubernetes.io/instance={release}");
+    let user = format!("system:serviceaccount:kube-system:{release}");
+    let chart = chart();
 
     let out = helm.ok(&["install", &release, &chart, "-n", "kube-system"]);
     assert!(out.contains("STATUS: deployed"), "helm install: {out}");
     let want: Vec<String> = [
-        format!("clusterrole.rbac.authorization.k8s.io/{instance}"),
-        format!("clusterrolebinding.rbac.authorization.k8s.io/{instance}"),
+        format!("clusterrole.rbac.authorization.k8s.io/{cluster}"),
+        format!("clusterrolebinding.rbac.authorization.k8s.io/{cluster}"),
         format!("deployment.apps/{release}"),
         format!("networkpolicy.networking.k8s.io/{release}-admin"),
         format!("poddisruptionbudget.policy/{release}"),
@@ -206,7 +131,7 @@ async fn the_chart_installs_clears_a_pod_in_kube_system_upgrades_to_webhooks_and
     assert!(args.iter().any(|a| a == "--webhooks"), "{args:?}");
     assert!(
         labelled(cp, &instance).contains(&format!(
-            "clusterrolebinding.rbac.authorization.k8s.io/{instance}-webhooks"
+            "clusterrolebinding.rbac.authorization.k8s.io/{cluster}-webhooks"
         )),
         "the webhooks' ClusterRoleBinding"
     );
@@ -253,8 +178,8 @@ async fn the_chart_installs_clears_a_pod_in_kube_system_upgrades_to_webhooks_and
     };
     let mut made = want.clone();
     made.extend([
-        format!("clusterrole.rbac.authorization.k8s.io/{instance}-webhooks"),
-        format!("clusterrolebinding.rbac.authorization.k8s.io/{instance}-webhooks"),
+        format!("clusterrole.rbac.authorization.k8s.io/{cluster}-webhooks"),
+        format!("clusterrolebinding.rbac.authorization.k8s.io/{cluster}-webhooks"),
     ]);
     made.sort();
     assert_eq!(existing(), made, "what helm get manifest lists");
@@ -276,4 +201,184 @@ async fn the_chart_installs_clears_a_pod_in_kube_system_upgrades_to_webhooks_and
     if let Err(dials) = cp.check_network() {
         panic!("the API server dialled off loopback: {dials}");
     }
+}
+
+/// A field of Deployment `name` in kube-system, by a JSONPath template.
+fn deployment_field(cp: &ControlPlane, name: &str, jsonpath: &str) -> String {
+    cp.kubectl_ok(&[
+        "get",
+        "deployment",
+        name,
+        "-n",
+        "kube-system",
+        "-o",
+        &format!("jsonpath={jsonpath}"),
+    ])
+}
+
+/// The subjects of every ClusterRoleBinding the release made: `namespace/name` each.
+fn bound(cp: &ControlPlane, instance: &str) -> Vec<String> {
+    let out = cp.kubectl_ok(&[
+        "get",
+        "clusterrolebindings.rbac.authorization.k8s.io",
+        "-l",
+        instance,
+        "-o",
+        "jsonpath={range .items[*]}{.subjects[*].namespace}/{.subjects[*].name}{\"\\n\"}{end}",
+    ]);
+    out.lines().map(str::to_string).collect()
+}
+
+/// The values that tests/cluster_helm.rs's non-default install and upgrade set: an
+/// existing ServiceAccount, a pod annotation, a pull secret, labels.
+fn own_values(account: &str, team: &str) -> Vec<String> {
+    [
+        "serviceAccount.create=false".to_string(),
+        format!("serviceAccount.name={account}"),
+        "podAnnotations.example\\.com/mesh=disabled".to_string(),
+        "imagePullSecrets[0].name=regcred".to_string(),
+        format!("commonLabels.example\\.com/team={team}"),
+        "podLabels.example\\.com/pod=yes".to_string(),
+    ]
+    .iter()
+    .flat_map(|v| ["--set".to_string(), v.clone()])
+    .collect()
+}
+
+/// What `own_values` asks for, on the Deployment `name`'s pod template.
+fn has_own_values(cp: &ControlPlane, name: &str, account: &str, team: &str) {
+    let spec = deployment_field(
+        cp,
+        name,
+        "{.spec.template.spec.serviceAccountName} {.spec.template.spec.imagePullSecrets[*].name} \
+         {.spec.template.metadata.annotations.example\\.com/mesh} \
+         {.spec.template.metadata.labels.example\\.com/team} \
+         {.spec.template.metadata.labels.example\\.com/pod}",
+    );
+    assert_eq!(spec, format!("{account} regcred disabled {team} yes"));
+}
+
+#[tokio::test]
+async fn the_chart_runs_as_an_existing_service_account_under_its_own_names_and_labels() {
+    let bin = helm_binary();
+    let cp = ControlPlane::shared();
+    let helm = Helm::new(bin, cp);
+    let pid = std::process::id();
+    // No "metainit" in it: without fullnameOverride the objects would be values-PID-metainit.
+    let release = format!("values-{pid}");
+    let full = format!("own-names-{pid}");
+    let account = format!("existing-{pid}");
+    let team = format!("team-{pid}");
+    let instance = format!("app.kubernetes.io/instance={release}");
+    cp.kubectl_ok(&["create", "serviceaccount", &account, "-n", "kube-system"]);
+
+    let mut args: Vec<String> = ["install", &release, &chart(), "-n", "kube-system", "--set"]
+        .map(str::to_string)
+        .into();
+    args.push(format!("fullnameOverride={full}"));
+    args.extend(own_values(&account, &team));
+    let out = helm.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.contains("STATUS: deployed"), "helm install: {out}");
+
+    // Named after fullnameOverride; no ServiceAccount made; commonLabels on every object.
+    let want: Vec<String> = [
+        format!("clusterrole.rbac.authorization.k8s.io/{full}-deployment"),
+        format!("clusterrolebinding.rbac.authorization.k8s.io/{full}-deployment"),
+        format!("deployment.apps/{full}"),
+        format!("networkpolicy.networking.k8s.io/{full}-admin"),
+        format!("poddisruptionbudget.policy/{full}"),
+        format!("service/{full}-metrics"),
+    ]
+    .into();
+    assert_eq!(
+        labelled(cp, &instance),
+        want,
+        "the objects helm install made"
+    );
+    assert_eq!(
+        labelled(cp, &format!("example.com/team={team}")),
+        want,
+        "commonLabels"
+    );
+    assert_eq!(bound(cp, &instance), [format!("kube-system/{account}")]);
+    has_own_values(cp, &full, &account, &team);
+    assert_eq!(
+        deployment_field(cp, &full, "{.spec.selector.matchLabels}"),
+        format!(
+            r#"{{"app.kubernetes.io/instance":"{full}-deployment","app.kubernetes.io/name":"metainit"}}"#
+        ),
+        "the selector: commonLabels and podLabels never in it"
+    );
+    let user = format!("system:serviceaccount:kube-system:{account}");
+    until(
+        "the existing ServiceAccount's rights granted",
+        WAIT,
+        || async { (can_i(cp, &user, "patch", "pods") == "yes").then_some(()) },
+    )
+    .await;
+
+    // Uninstall leaves the account it did not make.
+    helm.ok(&["uninstall", &release, "-n", "kube-system"]);
+    until("every object of the release gone", WAIT, || async {
+        labelled(cp, &instance).is_empty().then_some(())
+    })
+    .await;
+    cp.kubectl_ok(&["get", "serviceaccount", &account, "-n", "kube-system"]);
+    cp.kubectl_ok(&["delete", "serviceaccount", &account, "-n", "kube-system"]);
+}
+
+/// Chart 0.1.0, packaged from commit 54150fd (`helm package charts/metainit`): what an
+/// upgrade starts from. Its Deployment's selector must survive every later version.
+const CHART_0_1_0: &str = "tests/helm/metainit-0.1.0.tgz";
+
+#[tokio::test]
+async fn a_default_install_of_chart_0_1_0_upgrades_in_place_to_this_chart_with_other_values() {
+    let bin = helm_binary();
+    let cp = ControlPlane::shared();
+    let helm = Helm::new(bin, cp);
+    let pid = std::process::id();
+    let release = format!("metainit-up-{pid}");
+    let account = format!("existing-up-{pid}");
+    let team = format!("team-up-{pid}");
+    let old = format!("{}/{CHART_0_1_0}", env!("CARGO_MANIFEST_DIR"));
+    let out = helm.ok(&["install", &release, &old, "-n", "kube-system"]);
+    assert!(
+        out.contains("STATUS: deployed"),
+        "helm install 0.1.0: {out}"
+    );
+    let identity =
+        || deployment_field(cp, &release, "{.metadata.uid} {.spec.selector.matchLabels}");
+    let before = identity();
+    assert!(
+        before.contains(&format!("{release}-deployment")),
+        "{before}"
+    );
+
+    // The new chart, with an existing ServiceAccount and the pods' extras: the same
+    // Deployment, patched (a changed selector would fail here: it is immutable).
+    cp.kubectl_ok(&["create", "serviceaccount", &account, "-n", "kube-system"]);
+    let mut args: Vec<String> = ["upgrade", &release, &chart(), "-n", "kube-system"]
+        .map(str::to_string)
+        .into();
+    args.extend(own_values(&account, &team));
+    let out = helm.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.contains("REVISION: 2"), "helm upgrade: {out}");
+    assert_eq!(identity(), before, "the Deployment's uid and selector");
+    has_own_values(cp, &release, &account, &team);
+    let instance = format!("app.kubernetes.io/instance={release}");
+    assert!(
+        labelled(cp, &instance).contains(&format!("deployment.apps/{release}")),
+        "the Deployment's instance label is now the release's"
+    );
+    assert_eq!(bound(cp, &instance), [format!("kube-system/{account}")]);
+    // The chart's own ServiceAccount, no longer wanted, is gone.
+    let (found, out) = cp.kubectl(&["get", "serviceaccount", &release, "-n", "kube-system"]);
+    assert!(!found && out.contains("NotFound"), "{out}");
+
+    helm.ok(&["uninstall", &release, "-n", "kube-system"]);
+    until("every object of the release gone", WAIT, || async {
+        labelled(cp, &instance).is_empty().then_some(())
+    })
+    .await;
+    cp.kubectl_ok(&["delete", "serviceaccount", &account, "-n", "kube-system"]);
 }

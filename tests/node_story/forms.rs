@@ -1,7 +1,8 @@
 //! The Deployment form (manifests/deployment, through a kustomize overlay) and the Helm chart
 //! (charts/metainit), each as a pod on the node: the token the kubelet projects, Ready by
 //! the kubelet's probes, a gated labelled pod cleared by its service account (the API
-//! server's audit log says whose PATCH it was).
+//! server's audit log says whose PATCH it was). The chart's `helm test` too: its pod passes
+//! on the Ready replica and fails once the Deployment is scaled to none.
 //!
 //! What this node needs changed, and nothing else: no pod network and no kube-proxy, so the
 //! pod runs in the node's network namespace and is told where the API server is; one
@@ -139,7 +140,7 @@ pub fn the_deployment_form(node: &Node) {
 pub fn the_helm_chart(node: &Node) {
     let port = node.api_port();
     let home = node.path("METAINIT_NODE").join("helm");
-    let helm = |args: &[&str]| {
+    let run = |args: &[&str]| {
         let out = Command::new(helm_binary())
             .args(args)
             .args(["--kubeconfig", &node.get("NODE_ADMIN"), "-n", "kube-system"])
@@ -148,11 +149,16 @@ pub fn the_helm_chart(node: &Node) {
             .env("HELM_DATA_HOME", home.join("data"))
             .output()
             .expect("helm runs");
-        assert!(
-            out.status.success(),
-            "helm {args:?}: {}",
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        (out.status.success(), text)
+    };
+    let helm = |args: &[&str]| {
+        let (ok, out) = run(args);
+        assert!(ok, "helm {args:?}: {out}");
     };
     let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/metainit");
     helm(&[
@@ -168,6 +174,40 @@ pub fn the_helm_chart(node: &Node) {
     let selector = "app.kubernetes.io/instance=metainit-deployment";
     ready_pod(node, selector);
     clears(node, "by-helm");
+    // helm test: its pod (the same image, hostNetwork and apiServer) GETs the replica's
+    // /readyz; it passes while the replica is Ready and fails once there is none.
+    let (ok, out) = run(&["test", "metainit", "--timeout", "3m"]);
+    assert!(ok, "helm test on a Ready replica: {out}");
+    println!("helm test, one Ready replica: {}", out.trim());
+    node.kubectl(
+        &[
+            "scale",
+            "deployment",
+            "metainit",
+            "-n",
+            "kube-system",
+            "--replicas=0",
+        ],
+        None,
+    )
+    .unwrap_or_else(|e| panic!("kubectl scale: {e}"));
+    gone(node, selector);
+    let (ok, out) = run(&["test", "metainit", "--timeout", "3m"]);
+    assert!(!ok, "helm test passed with no replica: {out}");
+    println!("helm test, no replica: {}", out.trim());
+    // A failed test's hooks stay for inspection; helm uninstall leaves them.
+    node.kubectl(
+        &[
+            "delete",
+            "pods,serviceaccounts,roles.rbac.authorization.k8s.io,rolebindings.rbac.authorization.k8s.io,networkpolicies.networking.k8s.io",
+            "-n",
+            "kube-system",
+            "-l",
+            "app.kubernetes.io/instance=metainit,app.kubernetes.io/component=test",
+        ],
+        None,
+    )
+    .unwrap_or_else(|e| panic!("kubectl delete the test hooks: {e}"));
     helm(&["uninstall", "metainit", "--wait"]);
     gone(node, selector);
 }
