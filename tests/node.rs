@@ -15,7 +15,8 @@
 //!    ready, and then does its job on another pod;
 //! 6. the Deployment form (manifests/deployment) and the Helm chart, each running as a pod on
 //!    the node with the token the kubelet projects, Ready by the kubelet's probes, clearing a
-//!    gated labelled pod (the audit log names its service account);
+//!    gated labelled pod (the audit log names its service account); the chart's `helm test`
+//!    passing on that pod, and failing on a release whose metainit cannot be ready;
 //! 7. a node restart: the kubelet, every container and containerd stopped, then started on
 //!    the same directories: metainit back before the API server, clearing a labelled pod
 //!    created while it was down.

@@ -1,8 +1,7 @@
 //! The Deployment form (manifests/deployment, through a kustomize overlay) and the Helm chart
 //! (charts/metainit), each as a pod on the node: the token the kubelet projects, Ready by
 //! the kubelet's probes, a gated labelled pod cleared by its service account (the API
-//! server's audit log says whose PATCH it was). The chart's `helm test` too: its pod passes
-//! on the Ready replica and fails once the Deployment is scaled to none.
+//! server's audit log says whose PATCH it was).
 //!
 //! What this node needs changed, and nothing else: no pod network and no kube-proxy, so the
 //! pod runs in the node's network namespace and is told where the API server is; one
@@ -137,65 +136,98 @@ pub fn the_deployment_form(node: &Node) {
     gone(node, selector);
 }
 
-pub fn the_helm_chart(node: &Node) {
-    let port = node.api_port();
+/// helm as the node's admin, in kube-system, with a home of its own; its output.
+fn helm(node: &Node, args: &[&str]) -> std::process::Output {
     let home = node.path("METAINIT_NODE").join("helm");
-    let run = |args: &[&str]| {
-        let out = Command::new(helm_binary())
-            .args(args)
-            .args(["--kubeconfig", &node.get("NODE_ADMIN"), "-n", "kube-system"])
-            .env("HELM_CACHE_HOME", home.join("cache"))
-            .env("HELM_CONFIG_HOME", home.join("config"))
-            .env("HELM_DATA_HOME", home.join("data"))
-            .output()
-            .expect("helm runs");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    };
-    let helm = |args: &[&str]| {
-        let (ok, out) = run(args);
-        assert!(ok, "helm {args:?}: {out}");
-    };
+    Command::new(helm_binary())
+        .args(args)
+        .args(["--kubeconfig", &node.get("NODE_ADMIN"), "-n", "kube-system"])
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .expect("helm runs")
+}
+
+/// helm, which must succeed; its stdout.
+fn helm_ok(node: &Node, args: &[&str]) -> String {
+    let out = helm(node, args);
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `helm install metainit` as this node needs it (its image, one replica, the node's
+/// network namespace, the API server's address), plus `extra` values.
+fn install(node: &Node, extra: &[&str]) {
     let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/metainit");
-    helm(&[
+    let api = format!(
+        "apiServer.host=127.0.0.1,apiServer.port={}",
+        node.api_port()
+    );
+    let mut args = vec![
         "install",
         "metainit",
         chart.to_str().unwrap(),
         "--set",
         "image.repository=localhost/node/metainit,image.tag=test,replicas=1,hostNetwork=true",
         "--set",
-        &format!("apiServer.host=127.0.0.1,apiServer.port={port}"),
-    ]);
+        &api,
+    ];
+    for value in extra {
+        args.extend(["--set", value]);
+    }
+    helm_ok(node, &args);
+}
+
+pub fn the_helm_chart(node: &Node) {
+    install(node, &[]);
     // Release `metainit` has the kustomize base's names and labels.
     let selector = "app.kubernetes.io/instance=metainit-deployment";
     ready_pod(node, selector);
     clears(node, "by-helm");
-    // helm test: its pod (the same image, hostNetwork and apiServer) GETs the replica's
-    // /readyz; it passes while the replica is Ready and fails once there is none.
-    let (ok, out) = run(&["test", "metainit", "--timeout", "3m"]);
-    assert!(ok, "helm test on a Ready replica: {out}");
-    println!("helm test, one Ready replica: {}", out.trim());
-    node.kubectl(
-        &[
-            "scale",
-            "deployment",
-            "metainit",
-            "-n",
-            "kube-system",
-            "--replicas=0",
-        ],
-        None,
-    )
-    .unwrap_or_else(|e| panic!("kubectl scale: {e}"));
+    helm_test_passes(node);
+    helm_ok(node, &["uninstall", "metainit", "--wait"]);
     gone(node, selector);
-    let (ok, out) = run(&["test", "metainit", "--timeout", "3m"]);
-    assert!(!ok, "helm test passed with no replica: {out}");
-    println!("helm test, no replica: {}", out.trim());
-    // A failed test's hooks stay for inspection; helm uninstall leaves them.
+    helm_test_fails_when_not_ready(node, selector);
+}
+
+/// `helm test`: the test pod (the metainit image, `metainit probe`, hostNetwork and told
+/// where the API server is, as the release) GETs /readyz on the release's pod through its
+/// metrics Service: it passes (its pod is deleted on success, so no log to show).
+fn helm_test_passes(node: &Node) {
+    let out = helm_ok(node, &["test", "metainit", "--timeout", "3m"]);
+    println!("helm test, one Ready replica:\n{}", out.trim());
+}
+
+/// A release whose metainit cannot be ready (`--webhooks` without the chart's webhooks
+/// rights: its watch of the webhook configurations is forbidden): running, not Ready, and
+/// `helm test` fails, its log saying 503 and why.
+fn helm_test_fails_when_not_ready(node: &Node, selector: &str) {
+    install(node, &["extraArgs={--webhooks}"]);
+    // Not ready for good, not merely not yet: its /readyz (the node's port 10275, the
+    // static pod parked) says the watch was refused.
+    let why = until("the release's /readyz: 503, forbidden", WAIT, || {
+        admin_readyz()
+            .filter(|(code, body)| *code == 503 && body.to_lowercase().contains("forbidden"))
+    });
+    println!("the release's /readyz: {why:?}");
+    let out = helm(node, &["test", "metainit", "--logs", "--timeout", "3m"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    println!("helm test metainit (not ready):\n{stdout}{stderr}");
+    assert!(!out.status.success(), "helm test passed: {stdout}{stderr}");
+    assert!(
+        stdout.contains("not ready): 503: ") && stdout.contains("did not answer 200"),
+        "{stdout}{stderr}"
+    );
+    // A failed test's hooks stay for inspection, and helm uninstall leaves them.
     node.kubectl(
         &[
             "delete",
@@ -208,6 +240,21 @@ pub fn the_helm_chart(node: &Node) {
         None,
     )
     .unwrap_or_else(|e| panic!("kubectl delete the test hooks: {e}"));
-    helm(&["uninstall", "metainit", "--wait"]);
+    helm_ok(node, &["uninstall", "metainit", "--wait"]);
     gone(node, selector);
+}
+
+/// GET /readyz on the node's admin port: the status code and the body.
+fn admin_readyz() -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect("127.0.0.1:10275").ok()?;
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .ok()?;
+    conn.write_all(b"GET /readyz HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    conn.read_to_string(&mut text).ok()?;
+    let code = text.split(' ').nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n")?.1.to_string();
+    Some((code, body))
 }
