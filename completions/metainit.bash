@@ -229,7 +229,7 @@ _metainit() {
             return 0
             ;;
         metainit__subcmd__probe)
-            opts="-n -h --port --path --namespace --kubeconfig --context --timeout --log-format --help"
+            opts="-n -h --port --path --namespace --kubeconfig --context --timeout --node-name --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -260,6 +260,10 @@ _metainit() {
                     return 0
                     ;;
                 --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node-name)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -83,6 +83,7 @@ complete -c metainit -n "__fish_metainit_using_subcommand probe" -s n -l namespa
 complete -c metainit -n "__fish_metainit_using_subcommand probe" -l kubeconfig -d 'Path to the kubeconfig file. Otherwise KUBECONFIG, then ~/.kube/config, then in-cluster' -r -F
 complete -c metainit -n "__fish_metainit_using_subcommand probe" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c metainit -n "__fish_metainit_using_subcommand probe" -l timeout -d 'How long each API request (retried meanwhile) and each endpoint\'s GET may wait' -r
+complete -c metainit -n "__fish_metainit_using_subcommand probe" -l node-name -d 'The node this probe runs on, in its network namespace (a hostNetwork pod): a hostNetwork pod of the Service on the same node that has no IP (its node reports no address, as a node whose address is loopback does) is asked at 127.0.0.1' -r
 complete -c metainit -n "__fish_metainit_using_subcommand probe" -l log-format -d 'Log format; RUST_LOG filters (default `info`)' -r -f -a "text\t''
 json\t''"
 complete -c metainit -n "__fish_metainit_using_subcommand probe" -s h -l help -d 'Print help'

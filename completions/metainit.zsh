@@ -87,6 +87,7 @@ _arguments "${_arguments_options[@]}" : \
 '--kubeconfig=[Path to the kubeconfig file. Otherwise KUBECONFIG, then ~/.kube/config, then in-cluster]:PATH:_files' \
 '--context=[The kubeconfig context to use (default\: its current-context)]:NAME:_default' \
 '--timeout=[How long each API request (retried meanwhile) and each endpoint'\''s GET may wait]:DURATION:_default' \
+'--node-name=[The node this probe runs on, in its network namespace (a hostNetwork pod)\: a hostNetwork pod of the Service on the same node that has no IP (its node reports no address, as a node whose address is loopback does) is asked at 127.0.0.1]:NAME:_default' \
 '--log-format=[Log format; RUST_LOG filters (default \`info\`)]:LOG_FORMAT:(text json)' \
 '-h[Print help]' \
 '--help[Print help]' \

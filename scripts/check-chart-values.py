@@ -112,7 +112,8 @@ def check_tests(docs, render_name, fullname, service):
     c = spec["containers"][0]
     ns = pod["metadata"]["namespace"]
     check(c["command"] + c["args"] == ["/metainit", "probe", service, "--port", "metrics",
-                                        "--path", "/readyz", "-n", ns],
+                                        "--path", "/readyz", "-n", ns,
+                                        "--node-name", "$(NODE_NAME)"],
           f"tests ({render_name}): the probe's command line is {c['command'] + c['args']}")
     check(spec["restartPolicy"] == "Never", f"tests ({render_name}): restartPolicy")
     check(c["image"] == container(docs)["image"], f"tests ({render_name}): not the pods' image")
@@ -124,7 +125,9 @@ def check_tests(docs, render_name, fullname, service):
     check(c.get("securityContext") == container(docs).get("securityContext"),
           f"tests ({render_name}): the container's securityContext differs from the pods'")
     api = [e for e in container(docs).get("env", []) if e["name"].startswith("KUBERNETES_SERVICE")]
-    check(c.get("env", []) == api, f"tests ({render_name}): env {c.get('env')} is not apiServer's {api}")
+    node = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    check(c.get("env", []) == [node] + api,
+          f"tests ({render_name}): env {c.get('env')} is not NODE_NAME (its node) and apiServer's {api}")
     sa = one(docs, "ServiceAccount", hooks=True)["metadata"]["name"]
     binding = one(docs, "RoleBinding", hooks=True)
     role = one(docs, "Role", hooks=True)

@@ -39,7 +39,13 @@ pub struct Settings {
     pub kubeconfig: kubeconfig::Settings,
     /// How long each API request (retried meanwhile) and each GET may wait.
     pub timeout: Duration,
+    /// The node the probe runs on, in its network namespace: a hostNetwork pod there
+    /// without an IP is asked at loopback.
+    pub node: Option<String>,
 }
+
+/// Where a hostNetwork pod on the probe's own node listens when it has no IP.
+pub const LOOPBACK: &str = "127.0.0.1";
 
 /// Where a Service port sends its traffic on each pod: a number, or a container port's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +62,8 @@ pub struct Endpoint {
     pub address: Option<String>,
     pub port: Option<i32>,
     pub ready: bool,
+    /// Asked at loopback: a hostNetwork pod of the probe's own node, without an IP.
+    pub loopback: bool,
 }
 
 impl Endpoint {
@@ -137,7 +145,10 @@ async fn read(settings: &Settings) -> Result<(hook::Service, Vec<Endpoint>)> {
     let what = format!("probe: LIST pods of {service} ({selector})");
     let params = ListParams::default().labels(&selector);
     let list = with_retries(client, &what, url, budget(), || pods.list(&params)).await?;
-    Ok((service, endpoints(&list.items, &target)))
+    Ok((
+        service,
+        endpoints(&list.items, &target, settings.node.as_deref()),
+    ))
 }
 
 /// The target of the Service's port named `port` (its `port` when it names none).
@@ -194,9 +205,9 @@ pub fn selector(found: &Service, service: &hook::Service) -> Result<String> {
 }
 
 /// Every IP of every pod, ready or not (one line without an IP for a pod that has none
-/// yet), with the port its containers give `target`; terminating pods left out, as the
-/// endpoints of a Service leave them.
-pub fn endpoints(pods: &[Pod], target: &Target) -> Vec<Endpoint> {
+/// yet; loopback for a hostNetwork pod on `node`, the probe's own), with the port its
+/// containers give `target`; terminating pods left out, as a Service's endpoints leave them.
+pub fn endpoints(pods: &[Pod], target: &Target, node: Option<&str>) -> Vec<Endpoint> {
     let mut out = Vec::new();
     for pod in pods {
         if pod.metadata.deletion_timestamp.is_some() {
@@ -222,21 +233,26 @@ pub fn endpoints(pods: &[Pod], target: &Target) -> Vec<Endpoint> {
         if ips.is_empty() {
             ips.extend(status.and_then(|s| s.pod_ip.clone()));
         }
+        let spec = pod.spec.as_ref();
+        let here = spec.is_some_and(|s| {
+            s.host_network == Some(true) && node.is_some() && s.node_name.as_deref() == node
+        });
+        let loopback = ips.is_empty() && here;
+        if loopback {
+            ips.push(LOOPBACK.to_string());
+        }
+        let address = |ip: Option<String>| Endpoint {
+            pod: name.clone(),
+            address: ip,
+            port,
+            ready,
+            loopback,
+        };
         if ips.is_empty() {
-            out.push(Endpoint {
-                pod: name.clone(),
-                address: None,
-                port,
-                ready,
-            });
+            out.push(address(None));
         }
         for ip in ips {
-            out.push(Endpoint {
-                pod: name.clone(),
-                address: Some(ip),
-                port,
-                ready,
-            });
+            out.push(address(Some(ip)));
         }
     }
     out.sort();
@@ -273,7 +289,12 @@ async fn check(endpoint: &Endpoint, path: &str, timeout: Duration) -> (bool, Str
         Ok(uri) => plain::get(uri, timeout).await,
         Err(e) => Answer::Failed(format!("not a URL: {e}")),
     };
-    line(&url, &format!("pod {pod}, {state}"), &answer)
+    let place = if endpoint.loopback {
+        ", on this node, no IP: at loopback"
+    } else {
+        ""
+    };
+    line(&url, &format!("pod {pod}, {state}{place}"), &answer)
 }
 
 /// What a user reads of one endpoint: the URL, the slice's readiness, the answer.
@@ -329,7 +350,7 @@ mod tests {
                        "status": {"podIP": "10.0.0.5"}}),
             ),
         ];
-        let got = endpoints(&pods, &Target::Name("admin".into()));
+        let got = endpoints(&pods, &Target::Name("admin".into()), None);
         let shown: Vec<_> = got
             .iter()
             .map(|e| (e.pod.as_str(), e.address.as_deref(), e.port, e.ready))
@@ -352,9 +373,35 @@ mod tests {
             got[1].url("fd00::1", 80, "/readyz"),
             "http://[fd00::1]:80/readyz"
         );
-        let by_number = endpoints(&pods[4..], &Target::Number(9));
+        let by_number = endpoints(&pods[4..], &Target::Number(9), None);
         assert_eq!(by_number[0].port, Some(9));
-        assert!(endpoints(&[], &Target::Number(9)).is_empty());
+        assert!(endpoints(&[], &Target::Number(9), None).is_empty());
+        // A hostNetwork pod without an IP: at loopback on the probe's own node only.
+        let host = pod(json!({"metadata": {"name": "h"},
+                              "spec": {"hostNetwork": true, "nodeName": "node-1", "containers": ports},
+                              "status": {"conditions": ready("True")}}));
+        let here = endpoints(
+            std::slice::from_ref(&host),
+            &Target::Number(9),
+            Some("node-1"),
+        );
+        assert_eq!(
+            (here[0].address.as_deref(), here[0].loopback),
+            (Some(LOOPBACK), true)
+        );
+        let there = endpoints(
+            std::slice::from_ref(&host),
+            &Target::Number(9),
+            Some("node-2"),
+        );
+        assert_eq!(
+            (there[0].address.as_deref(), there[0].loopback),
+            (None, false)
+        );
+        assert_eq!(
+            endpoints(&[host], &Target::Number(9), None)[0].address,
+            None
+        );
     }
 
     #[test]

@@ -101,6 +101,15 @@ async fn the_helm_test_pod_passes_on_a_ready_release_and_fails_without_one() {
         .map(|a| a.as_str().unwrap().to_string())
         .collect();
     assert_eq!(argv[..2], ["/metainit", "probe"], "{argv:?}");
+    // `$(NODE_NAME)` as the kubelet expands it: the pod's node, from its env's fieldRef.
+    assert_eq!(
+        c["env"][0],
+        json!({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
+    );
+    let argv: Vec<String> = argv
+        .into_iter()
+        .map(|a| a.replace("$(NODE_NAME)", "node-1"))
+        .collect();
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = cp.service_account_kubeconfig(dir.path(), "kube-system", &account);
     let kubeconfig = kubeconfig.to_str().unwrap();

@@ -265,3 +265,34 @@ async fn the_namespace_is_the_contexts_and_two_reads_are_all_it_needs() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_host_network_pod_without_an_ip_on_this_node_is_asked_at_loopback() {
+    // A node whose address is loopback reports none: its hostNetwork pods get no IP.
+    let bed = Bed::modern().await;
+    let up = Endpoint::start(200).await;
+    bed.double.create("services", NS, service(NS)).unwrap();
+    let mut host = pod("on-node", up.port);
+    host["spec"]["hostNetwork"] = json!(true);
+    host["spec"]["nodeName"] = json!("node-1");
+    bed.double.create("pods", NS, host).unwrap();
+
+    // From another node, or not told which: no IP, exit 1.
+    for elsewhere in [&["--node-name", "node-2"][..], &[]] {
+        let mut args = vec![SVC, "-n", NS];
+        args.extend_from_slice(elsewhere);
+        let (code, out, err) = probe(&bed, &args).await;
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert_eq!(out, "pod on-node (not ready): no IP yet\n");
+    }
+    // From its own node: at 127.0.0.1, the pod's target port.
+    let (code, out, err) = probe(&bed, &[SVC, "-n", NS, "--node-name", "node-1"]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.starts_with(&format!(
+            "http://127.0.0.1:{}/readyz (pod on-node, not ready, on this node, no IP: at loopback): 200\n",
+            up.port
+        )),
+        "{out}"
+    );
+}

@@ -231,6 +231,12 @@ pub struct ProbeArgs {
     #[arg(long, env = "METAINIT_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_probe_timeout)]
     pub timeout: Duration,
 
+    /// The node this probe runs on, in its network namespace (a hostNetwork pod): a
+    /// hostNetwork pod of the Service on the same node that has no IP (its node reports no
+    /// address, as a node whose address is loopback does) is asked at 127.0.0.1.
+    #[arg(long, env = "METAINIT_NODE_NAME", value_name = "NAME", value_parser = parse_node_name)]
+    pub node_name: Option<String>,
+
     /// Log format; RUST_LOG filters (default `info`).
     #[arg(long, env = "METAINIT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -96,6 +96,7 @@ impl ProbeArgs {
             namespace: self.namespace.clone(),
             kubeconfig: self.kube.settings(),
             timeout: self.timeout,
+            node: self.node_name.clone(),
         }
     }
 }
