@@ -33,6 +33,8 @@ arm64) target=aarch64-unknown-linux-musl ;;
     ;;
 esac
 
+# cargo-cyclonedx: where .ci/run installs it, if it is not on PATH.
+PATH=$PATH:${XDG_CACHE_HOME:-$HOME/.cache}/metainit/tools/bin
 release=${CARGO_TARGET_DIR:-target}/$target/release
 
 build() {
