@@ -27,20 +27,20 @@ today() {
     cargo deny --locked check --hide-inclusion-graph "${checks[@]}"
 }
 
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 # banned CRATE: a copy of the workspace where metainit depends on a stub named CRATE.
 banned() {
-    local crate=$1 tmp out
-    tmp=$(mktemp -d)
-    # shellcheck disable=SC2064 # the path, now
-    trap "rm -rf '$tmp'" RETURN
-    tar -C . --exclude=./target --exclude=./.git -cf - . | tar -C "$tmp" -xf -
-    mkdir -p "$tmp/stub/$crate/src"
-    : >"$tmp/stub/$crate/src/lib.rs"
+    local crate=$1 copy=$tmp/$1 out
+    mkdir "$copy"
+    tar -C . --exclude=./target --exclude=./.git -cf - . | tar -C "$copy" -xf -
+    mkdir -p "$copy/stub/$crate/src"
+    : >"$copy/stub/$crate/src/lib.rs"
     printf '%s\n' "[package]" "name = \"$crate\"" 'version = "0.4.0"' 'edition = "2021"' \
-        'license = "MIT"' 'publish = false' >"$tmp/stub/$crate/Cargo.toml"
-    sed -i "0,/^\[dependencies\]\$/s||[dependencies]\n$crate = { path = \"stub/$crate\" }|" "$tmp/Cargo.toml"
-    grep -q "^$crate = " "$tmp/Cargo.toml" || die "could not add $crate to the copy's Cargo.toml"
-    if out=$(cd "$tmp" && cargo deny --offline check --hide-inclusion-graph "${checks[@]}" 2>&1); then
+        'license = "MIT"' 'publish = false' >"$copy/stub/$crate/Cargo.toml"
+    sed -i "0,/^\[dependencies\]\$/s||[dependencies]\n$crate = { path = \"stub/$crate\" }|" "$copy/Cargo.toml"
+    grep -q "^$crate = " "$copy/Cargo.toml" || die "could not add $crate to the copy's Cargo.toml"
+    if out=$(cd "$copy" && cargo deny --offline check --hide-inclusion-graph "${checks[@]}" 2>&1); then
         echo "$out" >&2
         die "cargo deny passed a workspace that depends on $crate (deny.toml bans it)"
     fi
