@@ -2,22 +2,22 @@
 # Proves the Dockerfile's final stage, for linux/amd64 and linux/arm64, without pulling
 # any base image: builds both static musl binaries on the host (scripts/build-static.sh,
 # as the Dockerfile's builder does) and checks the SBOM written beside each
-# (scripts/check-sbom.sh: the crates the binary links, by cargo tree), builds the final stage (read from the Dockerfile, its
-# `COPY --from=builder` lines pointed at the host's binary and CA bundle) FROM scratch
-# with buildah for each architecture, checks what each image holds and its OCI labels,
-# and runs them: the amd64 image with buildah (--version, --check-config, the
-# Deployment's command line with in-cluster credentials, --once against an unreachable
-# server and against the kube-apiserver double), the binary taken out of the arm64 image
-# under qemu-aarch64-static (--version, --once against the double).
+# (scripts/check-sbom.sh: the crates the binary links, by cargo tree), builds the final
+# stage (read from the Dockerfile, its `COPY --from=builder` lines pointed at the host's
+# binary and CA bundle) FROM scratch with buildah for each architecture, checks what each
+# image holds and its OCI labels, and runs them: the amd64 image with buildah (--version,
+# --check-config, the Deployment's command line with in-cluster credentials, --once
+# against an unreachable server and against the kube-apiserver double), the binary taken
+# out of the arm64 image under qemu-aarch64-static (--version, --once against the double).
 #
 #   bash scripts/image-check.sh
 #
 # Needs: cargo with the x86_64-unknown-linux-musl and aarch64-unknown-linux-musl targets
-# (rustup target add), cargo-zigbuild and ziglang (pip), cargo-cyclonedx (.ci/run), buildah, qemu-aarch64-static
-# (Debian's qemu-user-static), kubectl, openssl, file, python3 with PyYAML, git, and the
-# host's CA bundle (Debian's ca-certificates). Runs as root; buildah keeps its storage
-# in a temporary directory (vfs driver, chroot isolation: no daemon, no overlay mounts,
-# no user namespaces), removed at the end.
+# (rustup target add), cargo-zigbuild and ziglang (pip), cargo-cyclonedx (.ci/run),
+# buildah, qemu-aarch64-static (Debian's qemu-user-static), kubectl, openssl, file,
+# python3 with PyYAML, git, and the host's CA bundle (Debian's ca-certificates). Runs as
+# root; buildah keeps its storage in a temporary directory (vfs driver, chroot isolation:
+# no daemon, no overlay mounts, no user namespaces), removed at the end.
 set -euo pipefail
 
 # ---- How a run against an unreachable API server must end. ADJUST HERE. ----------------
