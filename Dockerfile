@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 #
-# metainit's image: a static musl binary and a CA bundle, nothing else (no shell, no
-# libc, no package manager), for linux/amd64 and linux/arm64. The builder runs on the
-# build machine's own platform and cross-compiles for the target's (TARGETARCH) with
+# metainit's image: a static musl binary, its SBOM and a CA bundle, nothing else (no
+# shell, no libc, no package manager), for linux/amd64 and linux/arm64. The builder runs
+# on the build machine's own platform and cross-compiles for the target's (TARGETARCH) with
 # cargo-zigbuild, so an arm64 image needs no emulation to build. Build and push both,
 # then set the image in manifests/metainit.yaml or manifests/deployment/kustomization.yaml:
 #   docker buildx build --platform linux/amd64,linux/arm64 \
@@ -21,13 +21,17 @@ ARG RUST_VERSION=1
 
 FROM --platform=$BUILDPLATFORM rust:${RUST_VERSION}-bookworm AS builder
 # python3-pip: for zig and cargo-zigbuild, from PyPI (zig is the C compiler and linker
-# for ring's C code, and brings musl for both targets).
+# for ring's C code, and brings musl for both targets). cargo-cyclonedx: the binary's
+# SBOM (scripts/build-static.sh), the version .ci/run installs (built from source: minutes,
+# once, in this cached layer).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3-pip=23.0.1+dfsg-1 \
     && rm -rf /var/lib/apt/lists/* \
     && pip3 install --no-cache-dir --break-system-packages \
         ziglang==0.17.1 cargo-zigbuild==0.24.0 \
-    && rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl
+    && rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl \
+    && cargo install --locked cargo-cyclonedx --version 0.5.9 \
+    && rm -rf /usr/local/cargo/registry
 WORKDIR /src
 COPY . .
 ARG TARGETARCH
@@ -51,6 +55,10 @@ LABEL org.opencontainers.image.title="metainit" \
 # rustls reads the system's roots from here, for API servers whose kubeconfig names no CA.
 COPY --from=builder /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=builder /out/metainit /metainit
+# The binary's software bill of materials (CycloneDX JSON, the crates linked into it;
+# scripts/build-static.sh writes it, scripts/check-sbom.sh checks it), in the image so it
+# travels with the binary it describes.
+COPY --from=builder /out/metainit.cdx.json /usr/share/doc/metainit/metainit.cdx.json
 ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 # The uid that owns a dedicated /etc/kubernetes/metainit.conf (manifests/metainit.yaml).
 USER 65532:65532

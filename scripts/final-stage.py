@@ -1,8 +1,9 @@
 """The Dockerfile's final stage as a Containerfile buildah can build from a plain context:
 each `COPY --from=builder SRC DST` made a COPY of a file staged in the context (the static
-binary as `metainit`, the CA bundle as `ca-certificates.crt`). Only those two files can be
-staged; anything else fails, so a change to the final stage cannot slip past the checks
-that build it (scripts/image-check.sh, scripts/node.sh).
+binary as `metainit`, its SBOM as `metainit.cdx.json`, which scripts/build-static.sh writes
+beside it, the CA bundle as `ca-certificates.crt`). Only those three files can be staged;
+anything else fails, so a change to the final stage cannot slip past the checks that
+build it (scripts/image-check.sh, scripts/node.sh).
 
     python3 scripts/final-stage.py Dockerfile > Containerfile
 """
@@ -10,6 +11,7 @@ import re, shlex, sys
 
 staged = {  # builder path -> file in the context
     "/out/metainit": "metainit",
+    "/out/metainit.cdx.json": "metainit.cdx.json",
     "/etc/ssl/certs/ca-certificates.crt": "ca-certificates.crt",
 }
 with open(sys.argv[1]) as f:

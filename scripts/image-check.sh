@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # Proves the Dockerfile's final stage, for linux/amd64 and linux/arm64, without pulling
 # any base image: builds both static musl binaries on the host (scripts/build-static.sh,
-# as the Dockerfile's builder does), builds the final stage (read from the Dockerfile, its
-# `COPY --from=builder` lines pointed at the host's binary and CA bundle) FROM scratch
-# with buildah for each architecture, checks what each image holds and its OCI labels,
-# and runs them: the amd64 image with buildah (--version, --check-config, the
-# Deployment's command line with in-cluster credentials, --once against an unreachable
-# server and against the kube-apiserver double), the binary taken out of the arm64 image
-# under qemu-aarch64-static (--version, --once against the double).
+# as the Dockerfile's builder does) and checks the SBOM written beside each
+# (scripts/check-sbom.sh: the crates the binary links, by cargo tree), builds the final
+# stage (read from the Dockerfile, its `COPY --from=builder` lines pointed at the host's
+# binary and CA bundle) FROM scratch with buildah for each architecture, checks what each
+# image holds and its OCI labels, and runs them: the amd64 image with buildah (--version,
+# --check-config, the Deployment's command line with in-cluster credentials, --once
+# against an unreachable server and against the kube-apiserver double), the binary taken
+# out of the arm64 image under qemu-aarch64-static (--version, --once against the double).
 #
 #   bash scripts/image-check.sh
 #
 # Needs: cargo with the x86_64-unknown-linux-musl and aarch64-unknown-linux-musl targets
-# (rustup target add), cargo-zigbuild and ziglang (pip), buildah, qemu-aarch64-static
-# (Debian's qemu-user-static), kubectl, openssl, file, python3 with PyYAML, git, and the
-# host's CA bundle (Debian's ca-certificates). Runs as root; buildah keeps its storage
-# in a temporary directory (vfs driver, chroot isolation: no daemon, no overlay mounts,
-# no user namespaces), removed at the end.
+# (rustup target add), cargo-zigbuild and ziglang (pip), cargo-cyclonedx (.ci/run),
+# buildah, qemu-aarch64-static (Debian's qemu-user-static), kubectl, openssl, file,
+# python3 with PyYAML, git, and the host's CA bundle (Debian's ca-certificates). Runs as
+# root; buildah keeps its storage in a temporary directory (vfs driver, chroot isolation:
+# no daemon, no overlay mounts, no user namespaces), removed at the end.
 set -euo pipefail
 
 # ---- How a run against an unreachable API server must end. ADJUST HERE. ----------------
@@ -41,7 +42,9 @@ die() {
     exit 1
 }
 
-for tool in cargo cargo-zigbuild buildah file ldd readelf python3 timeout qemu-aarch64-static kubectl openssl; do
+# cargo-cyclonedx: where .ci/run installs it, if it is not on PATH.
+PATH=$PATH:${XDG_CACHE_HOME:-$HOME/.cache}/metainit/tools/bin
+for tool in cargo cargo-zigbuild cargo-cyclonedx buildah file ldd readelf python3 timeout qemu-aarch64-static kubectl openssl; do
     command -v "$tool" >/dev/null || die "$tool not found (see .ci/run for the packages)"
 done
 python3 -c 'import ziglang' 2>/dev/null || die "zig not found (pip install ziglang)"
@@ -100,6 +103,8 @@ for arch in "${arches[@]}"; do
         echo "ldd: $libs"
         [[ $libs != *"=>"* ]] || die "$bin loads shared libraries"
     fi
+    bash scripts/check-sbom.sh "$arch" "$bin.cdx.json" \
+        || die "the $arch SBOM ($bin.cdx.json) is not what the binary links (see above)"
     bin_size[$arch]=$(stat -c %s "$bin")
     echo "binary ($arch): ${bin_size[$arch]} bytes"
     # On CI the build is not needed again and the disk is small: keep one build at a time.
@@ -109,7 +114,7 @@ for arch in "${arches[@]}"; do
 done
 
 # The final stage, with each `COPY --from=builder SRC DST` made a COPY from this context.
-# Only the two files the final stage should hold can be staged; anything else fails here,
+# Only the three files the final stage should hold can be staged; anything else fails here,
 # so a change to the Dockerfile's final stage cannot slip past this check.
 mkdir -p "$tmp/context"
 cp "$ca_bundle" "$tmp/context/ca-certificates.crt"
@@ -118,7 +123,8 @@ echo "--- final stage as built here:"
 cat "$tmp/context/Containerfile"
 
 # What an image holds, how it starts and what its labels say, from its OCI layout;
-# prints the image's user and copies its /metainit to the path given.
+# prints the image's user and copies its /metainit to the path given (and its SBOM to
+# that path with .cdx.json appended).
 inspect() {
     python3 - "$@" <<'PY'
 import json, os, re, shutil, sys, tarfile
@@ -131,6 +137,7 @@ manifest = json.load(open(blob(index["manifests"][0]["digest"])))
 image = json.load(open(blob(manifest["config"]["digest"])))
 config = image["config"]
 files = {}
+sbom = "/usr/share/doc/metainit/metainit.cdx.json"
 for layer in manifest["layers"]:
     with tarfile.open(blob(layer["digest"])) as t:
         for m in t.getmembers():
@@ -138,14 +145,16 @@ for layer in manifest["layers"]:
                 continue
             name = "/" + re.sub(r"^\./", "", m.name).lstrip("/")
             files[name] = m
-            if name == "/metainit":
-                with t.extractfile(m) as src, open(extract_to, "wb") as dst:
+            if name in ("/metainit", sbom):
+                to = extract_to if name == "/metainit" else extract_to + ".cdx.json"
+                with t.extractfile(m) as src, open(to, "wb") as dst:
                     shutil.copyfileobj(src, dst)
+            if name == "/metainit":
                 os.chmod(extract_to, 0o755)
 problems = []
 if (image.get("os"), image.get("architecture")) != ("linux", arch):
     problems.append(f"platform {image.get('os')}/{image.get('architecture')}, want linux/{arch}")
-want = {"/metainit", "/etc/ssl/certs/ca-certificates.crt"}
+want = {"/metainit", sbom, "/etc/ssl/certs/ca-certificates.crt"}
 if set(files) != want:
     problems.append(f"image files {sorted(files)}, want only {sorted(want)}")
 if "/metainit" in files and not files["/metainit"].mode & 0o111:
@@ -178,6 +187,7 @@ user=
 for arch in "${arches[@]}"; do
     echo "--- building the linux/$arch image"
     cp "$tmp/bin/$arch/metainit" "$tmp/context/metainit"
+    cp "$tmp/bin/$arch/metainit.cdx.json" "$tmp/context/metainit.cdx.json"
     "${B[@]}" bud --quiet --isolation chroot --platform "linux/$arch" \
         --build-arg VERSION="$version" --build-arg REVISION="$revision" \
         --build-arg SOURCE="$source_url" \
@@ -189,10 +199,12 @@ for arch in "${arches[@]}"; do
         || die "the $arch image is not what the Dockerfile's final stage should make (see above)"
     cmp -s "$tmp/from-image-$arch" "$tmp/bin/$arch/metainit" \
         || die "the $arch image's /metainit is not the binary built for $arch"
+    cmp -s "$tmp/from-image-$arch.cdx.json" "$tmp/bin/$arch/metainit.cdx.json" \
+        || die "the $arch image's SBOM is not the one checked for $arch's binary"
     image_unpacked[$arch]=$("${B[@]}" images --format '{{.Size}}' "localhost/metainit-image-check:$arch")
     echo "image size ($arch): ${image_unpacked[$arch]} (unpacked)"
 done
-rm "$tmp/context/metainit"
+rm "$tmp/context/metainit" "$tmp/context/metainit.cdx.json"
 
 # The kube-apiserver double, as Kubernetes 1.33, for --once runs that have something to do.
 echo "--- starting the kube-apiserver double"

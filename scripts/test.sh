@@ -31,6 +31,9 @@ hadolint Dockerfile
 step "cargo build --workspace"
 cargo build --workspace
 
+step "scripts/check-deny.sh (cargo deny check licenses bans sources: deny.toml; no advisory database here)"
+bash scripts/check-deny.sh
+
 step "scripts/check-manifests.sh $target_dir/debug/metainit"
 bash scripts/check-manifests.sh "$target_dir/debug/metainit"
 
@@ -46,7 +49,7 @@ bash tests/clients/check.sh
 step "scripts/demo.sh (the main job, end to end with kubectl; fails if a step does not happen)"
 bash scripts/demo.sh
 
-step "scripts/image-check.sh"
+step "scripts/image-check.sh (the release binaries, their SBOMs checked by scripts/check-sbom.sh, the images)"
 bash scripts/image-check.sh
 
 step "scripts/control-plane.sh up (etcd, kube-apiserver, kube-scheduler for tests/cluster.rs)"
