@@ -4,6 +4,8 @@
 //! running metainit (its label key, `--webhooks`, `--release-gate`) would clear it.
 
 pub mod graph;
+pub mod read;
+pub mod render;
 pub mod select;
 
 use serde::Serialize;
