@@ -289,6 +289,7 @@ async fn every_shape_found_and_none_where_there_is_none() {
     // The table: a block per finding, the summary last.
     let (code, out, _) = run_to_end(&["status", "--risks", "--kubeconfig", kc], LIMIT).await;
     assert_eq!(code, 3);
+    println!("status --risks:\n{out}");
     assert!(
         out.contains(
             "self-interception: validating/gk/gk.example.com\n  objects:  Deployment gk/gk\n  why:"

@@ -92,6 +92,15 @@ pub fn forecast(world: &World, running: &Running) -> Vec<Finding> {
     out
 }
 
+/// What the forecast cannot tell of these webhooks: their CEL `matchConditions`.
+fn unevaluated(ws: &[&Webhook]) -> String {
+    let n: usize = ws.iter().map(|w| w.match_conditions).sum();
+    match n {
+        0 => String::new(),
+        n => format!(" ({n} matchConditions not evaluated: taken as matching)"),
+    }
+}
+
 fn ids(world: &World, templates: &[usize]) -> Vec<String> {
     templates.iter().map(|&t| world.templates[t].id()).collect()
 }
@@ -106,7 +115,7 @@ fn by_webhooks(ws: &[&Webhook], running: &Running) -> (bool, String) {
     match (running.webhooks, unlabelled.is_empty()) {
         (true, true) => (
             true,
-            "cleared: metainit --webhooks exempts the service's own namespace once it has had no ready endpoint for --webhook-grace".into(),
+            "cleared: metainit --webhooks exempts the service's own namespace once it has had no ready endpoint for --webhook-grace (30s by default)".into(),
         ),
         (false, true) => (
             false,
@@ -139,8 +148,9 @@ fn self_interception(world: &World, w: &Webhook, own: &[usize], running: &Runnin
         webhooks: vec![w.id()],
         objects: ids(world, own),
         why: format!(
-            "{} fails closed on pod CREATE and sees the pods that serve it (service {service}): with none of them running, none can be created",
-            w.id()
+            "{} fails closed on pod CREATE and sees the pods that serve it (service {service}): with none of them running, none can be created{}",
+            w.id(),
+            unevaluated(&[w])
         ),
         fix: format!(
             "exclude the service's namespace: add {{key: kubernetes.io/metadata.name, operator: NotIn, values: [{}]}} to its namespaceSelector, or an objectSelector that leaves its own pods out",
@@ -161,8 +171,9 @@ fn binding(world: &World, w: &Webhook, bound: &[usize], running: &Running) -> Fi
         webhooks: vec![w.id()],
         objects: ids(world, bound),
         why: format!(
-            "{} fails closed on pods/binding, its own pods included: with it down, the scheduler binds no pod it sees, its own backends neither",
-            w.id()
+            "{} fails closed on pods/binding, its own pods included: with it down, the scheduler binds no pod it sees, its own backends neither{}",
+            w.id(),
+            unevaluated(&[w])
         ),
         fix: "drop pods/binding from its rules, or give it a namespaceSelector or objectSelector that leaves its own pods (and kube-system) out".into(),
         metainit,
@@ -177,8 +188,9 @@ fn system_pods(world: &World, w: &Webhook, system: &[usize], running: &Running) 
         webhooks: vec![w.id()],
         objects: ids(world, system),
         why: format!(
-            "{} fails closed on the creation of system pods (kube-system's, hostNetwork DaemonSets') and no pod that serves it is hostNetwork: a pod network outage stops it, and it stops what would heal the network",
-            w.id()
+            "{} fails closed on the creation of system pods (kube-system's, hostNetwork DaemonSets') and no pod that serves it is hostNetwork: a pod network outage stops it, and it stops what would heal the network{}",
+            w.id(),
+            unevaluated(&[w])
         ),
         fix: "exclude kube-system and the network's namespaces from its namespaceSelector, or run its backend with hostNetwork".into(),
         metainit: if covered {
@@ -206,7 +218,8 @@ fn cycle_finding(world: &World, cycle: &[usize], running: &Running) -> Finding {
         webhooks: names,
         objects,
         why: format!(
-            "each webhook fails closed on the creation of the next one's pods ({path} admits the pods of the one before it): after a restart none of them starts"
+            "the pods of each webhook are admitted by the next one, which fails closed ({path}): after a restart none of them starts{}",
+            unevaluated(&ws)
         ),
         fix: "exclude each other's namespaces from one of them (a namespaceSelector), or make one fail open (failurePolicy: Ignore)".into(),
         metainit: if covered {
@@ -303,6 +316,7 @@ mod tests {
         assert_eq!(f[0].risk, Risk::SelfInterception);
         assert_eq!(f[0].webhooks, ["validating/gk/check.gk.io"]);
         assert_eq!(f[0].objects, ["Deployment gk/gk-controller"]);
+        assert!(!f[0].why.contains("matchConditions"), "{}", f[0].why);
         assert!(!f[0].covered);
         assert!(
             f[0].metainit
@@ -317,6 +331,14 @@ mod tests {
         assert!(
             !f[0].covered && f[0].metainit.contains("without --webhooks"),
             "{f:?}"
+        );
+        w.webhooks[0].match_conditions = 2;
+        let f = forecast(&w, &running(true));
+        assert!(
+            f[0].why
+                .ends_with("(2 matchConditions not evaluated: taken as matching)"),
+            "{}",
+            f[0].why
         );
         // Ignore: nothing.
         w.webhooks[0].fails_closed = false;

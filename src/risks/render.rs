@@ -51,8 +51,9 @@ pub fn table(f: &Forecast) -> String {
 /// webhooks, 40 pod templates", or that none was found.
 pub fn summary(f: &Forecast) -> String {
     let read = format!(
-        "read {} webhooks, {} pod templates",
-        f.webhooks, f.templates
+        "read {}, {}",
+        count(f.webhooks, "webhook"),
+        count(f.templates, "pod template")
     );
     if f.findings.is_empty() {
         return format!("no risk found; {read}");
@@ -64,8 +65,60 @@ pub fn summary(f: &Forecast) -> String {
     let kinds: Vec<String> = by.iter().map(|(k, n)| format!("{n} {k}")).collect();
     let covered = f.findings.iter().filter(|x| x.covered).count();
     format!(
-        "{} risks ({}), {covered} cleared by metainit as configured; {read}",
-        f.findings.len(),
+        "{} ({}), {covered} cleared by metainit as configured; {read}",
+        count(f.findings.len(), "risk"),
         kinds.join(", ")
     )
+}
+
+/// "1 risk", "2 risks".
+fn count(n: usize, what: &str) -> String {
+    match n {
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::risks::Risk;
+
+    fn finding(risk: Risk, covered: bool) -> Finding {
+        Finding {
+            risk,
+            webhooks: vec!["validating/c/w".into()],
+            objects: vec!["Deployment ns/d".into()],
+            why: "why".into(),
+            fix: "fix".into(),
+            metainit: "m".into(),
+            covered,
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_in_words() {
+        let mut f = Forecast {
+            findings: vec![],
+            webhooks: 1,
+            templates: 0,
+        };
+        assert_eq!(
+            summary(&f),
+            "no risk found; read 1 webhook, 0 pod templates"
+        );
+        f.findings.push(finding(Risk::Cycle, true));
+        assert_eq!(
+            summary(&f),
+            "1 risk (1 cycle), 1 cleared by metainit as configured; read 1 webhook, 0 pod templates"
+        );
+        f.findings.push(finding(Risk::Binding, false));
+        f.templates = 1;
+        assert!(summary(&f).starts_with("2 risks (1 binding, 1 cycle), 1 cleared"));
+        let t = table(&f);
+        assert!(
+            t.starts_with("cycle: validating/c/w\n  objects:  Deployment ns/d\n  why:      why\n"),
+            "{t}"
+        );
+    }
 }
