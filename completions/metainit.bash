@@ -279,7 +279,7 @@ _metainit() {
             return 0
             ;;
         metainit__subcmd__status)
-            opts="-n -A -o -h --label-key --mode --kubeconfig --context --namespace --log-format --timeout --request-timeout --all-namespaces --output --max-age --release-gate --exclude-namespace --webhooks --help"
+            opts="-n -A -o -h --label-key --mode --kubeconfig --context --namespace --log-format --timeout --request-timeout --all-namespaces --output --max-age --release-gate --exclude-namespace --webhooks --risks --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -105,7 +105,9 @@ say "Kubernetes 1.33 double: a pod held by a scheduling gate whose controller is
 # --scheduler: the double's stand-in for kube-scheduler binds pods with no gates left to
 # node-1. Without a scheduler the pod would stay Pending and kubectl would keep printing
 # SchedulingGated after the gate goes: the API server sets that condition only at create.
-start_double modern --scheduler node-1
+# The workload kinds too: `status --risks` reads their pod templates.
+start_double modern --scheduler node-1 --resource deployments.apps --resource statefulsets.apps \
+  --resource daemonsets.apps --resource replicasets.apps --resource jobs.batch
 export KUBECONFIG=$work/modern.kubeconfig
 kubectl create -f - <<'YAML'
 apiVersion: v1
@@ -154,9 +156,30 @@ metadata:
   name: policy-webhook
   namespace: policy
 spec:
+  selector:
+    app: policy-controller
   ports:
   - port: 443
     targetPort: 8443
+---
+# The webhook's own controller (the double runs no controller: a template only).
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: policy-controller
+  namespace: policy
+spec:
+  selector:
+    matchLabels:
+      app: policy-controller
+  template:
+    metadata:
+      labels:
+        app: policy-controller
+    spec:
+      containers:
+      - name: controller
+        image: registry.example/policy:1
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
@@ -213,6 +236,18 @@ echo "the webhook's namespaceSelector, as the API server defaulted it: $before"
 echo "the webhook's own pod, in namespace policy:"
 if run_pod policy policy-controller-0; then echo "admitted: the webhook should have refused it" >&2; exit 1; fi
 
+say "metainit status --risks --webhooks: the forecast, before anything is stuck"
+# Exit 3: a finding. The webhook fails closed on its own pods (self-interception); its
+# configuration carries the label key, so metainit --webhooks would clear it.
+set +e
+"$bin/metainit" status --risks --webhooks >"$work/risks.txt"
+code=$?
+set -e
+sed 's/^/  /' "$work/risks.txt"
+if [ "$code" != 3 ] || ! grep -q "^self-interception: validating/policy-webhook/validate.policy.example.com" "$work/risks.txt"; then
+  echo "status --risks exited $code without the self-interception finding" >&2; exit 1
+fi
+
 say "metainit --webhooks --webhook-grace 2s"
 "$bin/metainit" --webhooks --webhook-grace 2s --admin-addr 127.0.0.1:0 2>"$work/webhooks.log" &
 metainit=$!
@@ -224,6 +259,8 @@ echo "  pod policy/policy-controller-0 created: $(kubectl get pod policy-control
 echo "every other namespace still fails closed; in default:"
 if run_pod default web-0; then echo "admitted: the webhook should still refuse default" >&2; exit 1; fi
 "$bin/metainit" status --webhooks | sed 's/^/  /'
+echo "the forecast now (the webhook's own namespace exempted): exit 0"
+"$bin/metainit" status --risks | sed 's/^/  /'
 
 say "The webhook's pod is ready again: its EndpointSlice says so"
 kubectl patch endpointslice policy-webhook-1 -n policy --type=json \

@@ -36,6 +36,7 @@ pub mod retry;
 pub mod store;
 pub mod watch;
 // Features: the webhook deadlock (orphaned gates are rules above and the daemon's work).
+pub mod risks;
 pub mod webhooks;
 // Entry points: the command line, what they share, the daemon, `--once`, `status`,
 // `probe`, `main.rs`.

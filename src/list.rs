@@ -6,7 +6,7 @@ use std::time::Duration;
 use kube::{Api, api::ListParams};
 use tracing::info;
 
-use crate::{Error, Result, budget::Budget, discovery, object::Held};
+use crate::{Error, Result, budget::Budget, discovery};
 
 /// The most objects one page asks for.
 const PAGE: u32 = 500;
@@ -35,13 +35,16 @@ impl Bound {
 }
 
 /// Every object `params` selects, page by page.
-pub async fn all(
+pub async fn all<K>(
     client: &kube::Client,
-    api: &Api<Held>,
+    api: &Api<K>,
     params: ListParams,
     url: &str,
     bound: Bound,
-) -> Result<Vec<Held>> {
+) -> Result<Vec<K>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let url_path = api.resource_url();
     let plural = url_path.rsplit('/').next().unwrap_or_default();
     let first = params.limit(PAGE);

@@ -203,6 +203,14 @@ pub struct StatusArgs {
     /// From the environment: 1/0, true/false, yes/no.
     #[arg(long, env = "METAINIT_WEBHOOKS", action = ArgAction::SetTrue, value_parser = parse_bool)]
     pub webhooks: bool,
+
+    /// Instead of what is held back now, what would stall a cold start: fail-closed
+    /// webhooks that admit their own pods, cycles of webhooks, webhooks on pods/binding,
+    /// system pods behind a webhook that a pod-network outage stops, gated templates nobody
+    /// lifts; each with the fix and whether metainit as configured (label key, --webhooks,
+    /// --release-gate) clears it. Exit 3 when there is one. Needs manifests/rbac-status.yaml.
+    #[arg(long, env = "METAINIT_RISKS", action = ArgAction::SetTrue, value_parser = parse_bool, conflicts_with = "max_age")]
+    pub risks: bool,
 }
 
 /// Flags of `metainit probe`.

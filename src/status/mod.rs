@@ -1,6 +1,7 @@
 //! `metainit status`: every object held back right now, labelled or not, with how long
 //! and by what. Read-only: it only LISTs (and reads discovery documents).
 
+mod risks;
 mod table;
 
 use std::{
@@ -72,6 +73,9 @@ pub const ON_SIGNAL: &str =
 
 pub async fn run(args: StatusArgs) -> Result<ExitCode> {
     let format = args.common.log_format;
+    if args.risks {
+        return risks::run(&args).await;
+    }
     // Read-only: a signal has nothing to drain; it ends the listing, exit 1.
     let stop = Shutdown::on_signals_saying("signal received: stopping the listing");
     let report = tokio::select! {
