@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde_json::Value;
 
-use super::select::{self, Labels, POD_BINDING, POD_CREATE, Request};
+use super::select::{self, Labels, POD_BINDING, POD_CREATE, POD_STATUS, Request};
 use crate::webhooks::hook::{NS_LABEL, Service};
 
 /// One webhook of a configuration.
@@ -152,11 +152,16 @@ impl World {
             .collect()
     }
 
-    /// The backends of `w` whose binding `w` sees: with `w` down, none of them is scheduled.
+    /// The backends of `w` whose binding (the scheduler's) or status (the kubelet's Ready
+    /// condition) `w` sees: with `w` down, none of them is scheduled, or none is ever Ready
+    /// and so never an endpoint of `w`'s service.
     pub fn binding_blocked(&self, w: &Webhook) -> Vec<usize> {
         self.backends(w)
             .into_iter()
-            .filter(|&t| self.sees(w, &self.templates[t], POD_BINDING))
+            .filter(|&t| {
+                let t = &self.templates[t];
+                self.sees(w, t, POD_BINDING) || self.sees(w, t, POD_STATUS)
+            })
             .collect()
     }
 
@@ -339,7 +344,11 @@ mod tests {
         // A hostNetwork backend survives a pod network outage: no system finding.
         w.templates[0].host_network = true;
         assert!(w.system_in_scope(&w.webhooks[0]).is_empty());
-        // No binding rule: no binding finding.
+        // The kubelet's status writes: the same stall (never Ready, never an endpoint).
+        w.webhooks[0].rules = json!([{"apiGroups": [""], "apiVersions": ["v1"],
+                                     "operations": ["UPDATE"], "resources": ["pods/status"]}]);
+        assert_eq!(w.binding_blocked(&w.webhooks[0]), [0]);
+        // No binding or status rule: no binding finding.
         w.webhooks[0].rules = json!([{"apiGroups": [""], "apiVersions": ["v1"],
                                      "operations": ["CREATE"], "resources": ["pods"]}]);
         assert!(w.binding_blocked(&w.webhooks[0]).is_empty());

@@ -171,11 +171,11 @@ fn binding(world: &World, w: &Webhook, bound: &[usize], running: &Running) -> Fi
         webhooks: vec![w.id()],
         objects: ids(world, bound),
         why: format!(
-            "{} fails closed on pods/binding, its own pods included: with it down, the scheduler binds no pod it sees, its own backends neither{}",
+            "{} fails closed on pods/binding or pods/status, its own pods included: with it down the scheduler binds none of the pods it sees, or the kubelet reports none Ready, its own neither{}",
             w.id(),
             unevaluated(&[w])
         ),
-        fix: "drop pods/binding from its rules, or give it a namespaceSelector or objectSelector that leaves its own pods (and kube-system) out".into(),
+        fix: "drop pods/binding and pods/status from its rules, or give it a namespaceSelector or objectSelector that leaves its own pods (and kube-system) out".into(),
         metainit,
         covered,
     }

@@ -97,6 +97,14 @@ pub const POD_BINDING: Request<'static> = Request {
     operation: "CREATE",
 };
 
+/// The kubelet's (and the scheduler's) writes of a pod's status: its Ready condition, which
+/// a Service's endpoints wait for.
+pub const POD_STATUS: Request<'static> = Request {
+    resource: "pods",
+    subresource: Some("status"),
+    operation: "UPDATE",
+};
+
 /// Whether any of a webhook's `rules` covers `request` (a core-group, namespaced, v1
 /// request): its group `""` or `*`, its version `v1` or `*`, the operation or `*`, and a
 /// resource entry `pods`, `pods/binding`, `pods/*`, `*`, `*/binding` or `*/*` (`pods`
