@@ -11,10 +11,14 @@
 use std::{collections::BTreeMap, process::ExitCode, time::Duration};
 
 use k8s_openapi::{
-    api::core::v1::{Pod, Service, ServicePort},
+    api::core::v1::{Service, ServicePort},
     apimachinery::pkg::util::intstr::IntOrString,
 };
-use kube::{Api, api::ListParams};
+use kube::{
+    Api,
+    api::{ApiResource, DynamicObject, ListParams},
+};
+use serde_json::Value;
 
 use crate::{
     Error, Result,
@@ -141,7 +145,10 @@ async fn read(settings: &Settings) -> Result<(hook::Service, Vec<Endpoint>)> {
     };
     let target = target(&found, &service, &settings.port)?;
     let selector = selector(&found, &service)?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &service.namespace);
+    // Pods as JSON, not k8s-openapi's `Pod`: its typed PodSpec and Volume decoders alone
+    // took some 400 KB of the static binary, for the five fields read here.
+    let pods: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &service.namespace, &pods_resource());
     let what = format!("probe: LIST pods of {service} ({selector})");
     let params = ListParams::default().labels(&selector);
     let list = with_retries(client, &what, url, budget(), || pods.list(&params)).await?;
@@ -204,39 +211,48 @@ pub fn selector(found: &Service, service: &hook::Service) -> Result<String> {
         .join(","))
 }
 
+/// The core group's pods, as a dynamic resource.
+fn pods_resource() -> ApiResource {
+    ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        plural: "pods".into(),
+    }
+}
+
 /// Every IP of every pod, ready or not (one line without an IP for a pod that has none
 /// yet; loopback for a hostNetwork pod on `node`, the probe's own), with the port its
 /// containers give `target`; terminating pods left out, as a Service's endpoints leave them.
-pub fn endpoints(pods: &[Pod], target: &Target, node: Option<&str>) -> Vec<Endpoint> {
+pub fn endpoints(pods: &[DynamicObject], target: &Target, node: Option<&str>) -> Vec<Endpoint> {
     let mut out = Vec::new();
     for pod in pods {
         if pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let status = pod.status.as_ref();
-        let ready = status
-            .and_then(|s| s.conditions.as_ref())
+        let (spec, status) = (&pod.data["spec"], &pod.data["status"]);
+        let ready = status["conditions"]
+            .as_array()
             .into_iter()
             .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
         let port = match target {
             Target::Number(n) => Some(*n),
-            Target::Name(wanted) => named_port(pod, wanted),
+            Target::Name(wanted) => named_port(spec, wanted),
         };
-        let mut ips: Vec<String> = status
-            .and_then(|s| s.pod_ips.as_ref())
+        let mut ips: Vec<String> = status["podIPs"]
+            .as_array()
             .into_iter()
             .flatten()
-            .map(|ip| ip.ip.clone())
+            .filter_map(|ip| ip["ip"].as_str().map(str::to_string))
             .collect();
         if ips.is_empty() {
-            ips.extend(status.and_then(|s| s.pod_ip.clone()));
+            ips.extend(status["podIP"].as_str().map(str::to_string));
         }
-        let spec = pod.spec.as_ref();
-        let here = spec.is_some_and(|s| {
-            s.host_network == Some(true) && node.is_some() && s.node_name.as_deref() == node
-        });
+        let here =
+            spec["hostNetwork"] == true && node.is_some() && spec["nodeName"].as_str() == node;
         let loopback = ips.is_empty() && here;
         if loopback {
             ips.push(LOOPBACK.to_string());
@@ -261,14 +277,14 @@ pub fn endpoints(pods: &[Pod], target: &Target, node: Option<&str>) -> Vec<Endpo
 }
 
 /// The number of the container port named `wanted`, in any of the pod's containers.
-fn named_port(pod: &Pod, wanted: &str) -> Option<i32> {
-    pod.spec
-        .as_ref()?
-        .containers
+fn named_port(spec: &Value, wanted: &str) -> Option<i32> {
+    spec["containers"]
+        .as_array()?
         .iter()
-        .flat_map(|c| c.ports.iter().flatten())
-        .find(|p| p.name.as_deref() == Some(wanted))
-        .map(|p| p.container_port)
+        .flat_map(|c| c["ports"].as_array().into_iter().flatten())
+        .find(|p| p["name"].as_str() == Some(wanted))
+        .and_then(|p| p["containerPort"].as_i64())
+        .and_then(|n| i32::try_from(n).ok())
 }
 
 /// GETs one endpoint: whether it answered 200, and its line.
@@ -318,7 +334,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod(v: serde_json::Value) -> Pod {
+    fn pod(v: serde_json::Value) -> DynamicObject {
         serde_json::from_value(v).unwrap()
     }
 
