@@ -263,17 +263,22 @@ fn admin_readyz() -> Option<(u16, String)> {
     Some((code, body))
 }
 
-/// The log of the `helm test` pod's container, from the kubelet's pod-logs directory.
+/// The log of the `helm test` pod's container, from the kubelet's pod-logs directory: the
+/// directory of this pod's uid (an earlier test pod's may still be there), once the
+/// container's last line is in it.
 fn test_pod_log(node: &Node) -> String {
-    let dir = node.path("METAINIT_NODE").join("pod-logs");
-    let pod = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .flatten()
-        .find(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("kube-system_metainit-test-readyz_")
-        })
-        .unwrap_or_else(|| panic!("no log of the test pod in {}", dir.display()));
-    std::fs::read_to_string(pod.path().join("probe/0.log")).unwrap_or_default()
+    let pod = node
+        .pod("kube-system", "metainit-test-readyz")
+        .expect("the failed test pod, kept");
+    let uid = pod["metadata"]["uid"].as_str().expect("a uid").to_string();
+    let file = node
+        .path("METAINIT_NODE")
+        .join("pod-logs")
+        .join(format!("kube-system_metainit-test-readyz_{uid}"))
+        .join("probe/0.log");
+    until("the test pod's log, to its last line", WAIT, || {
+        std::fs::read_to_string(&file)
+            .ok()
+            .filter(|log| log.contains("did not answer 200"))
+    })
 }
