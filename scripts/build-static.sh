@@ -24,14 +24,9 @@ cd "$(dirname "$0")/.."
 arch=${1:?usage: build-static.sh ARCH OUT (ARCH: amd64 or arm64)}
 out=${2:?usage: build-static.sh ARCH OUT}
 
-case $arch in
-amd64) target=x86_64-unknown-linux-musl ;;
-arm64) target=aarch64-unknown-linux-musl ;;
-*)
-    echo "build-static: unsupported architecture '$arch' (amd64 or arm64)" >&2
-    exit 2
-    ;;
-esac
+# shellcheck source=scripts/lib/rust-target.sh
+source scripts/lib/rust-target.sh
+target=$(rust_target build-static "$arch")
 
 # cargo-cyclonedx: where .ci/run installs it, if it is not on PATH.
 PATH=$PATH:${XDG_CACHE_HOME:-$HOME/.cache}/metainit/tools/bin

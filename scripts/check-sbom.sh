@@ -17,14 +17,9 @@ cd "$(dirname "$0")/.."
 arch=${1:?usage: check-sbom.sh ARCH SBOM (ARCH: amd64 or arm64)}
 sbom=${2:?usage: check-sbom.sh ARCH SBOM}
 
-case $arch in
-amd64) target=x86_64-unknown-linux-musl ;;
-arm64) target=aarch64-unknown-linux-musl ;;
-*)
-    echo "check-sbom: unsupported architecture '$arch' (amd64 or arm64)" >&2
-    exit 2
-    ;;
-esac
+# shellcheck source=scripts/lib/rust-target.sh
+source scripts/lib/rust-target.sh
+target=$(rust_target check-sbom "$arch")
 [[ -r $sbom ]] || { echo "check-sbom: no SBOM at $sbom (scripts/build-static.sh writes it)" >&2; exit 1; }
 
 tree=$(mktemp)
