@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback, for the tests and by hand: etcd,
 # kube-apiserver and kube-scheduler, built unmodified from their Go modules
-# (tests/control-plane/go.mod pins the versions) and started as envtest starts them.
+# (tests/control-plane/MINOR/go.mod pins the versions of each Kubernetes minor tested, as
+# scripts/pin-kubernetes.sh writes it) and started as envtest starts them.
 #
-#   bash scripts/control-plane.sh build              # once; cached outside the repo
-#   bash scripts/control-plane.sh bin                # builds if needed; prints where the binaries are
-#   eval "$(bash scripts/control-plane.sh up)"       # starts one; prints its env
+#   bash scripts/control-plane.sh build [--version MINOR]  # once; cached outside the repo
+#   bash scripts/control-plane.sh bin [--version MINOR]    # builds if needed; prints where the binaries are
+#   bash scripts/control-plane.sh versions           # the pinned minors: MINOR KUBERNETES ETCD
+#   eval "$(bash scripts/control-plane.sh up [--version MINOR])"  # starts one; prints its env
 #   bash scripts/control-plane.sh env [DIR]          # the env of a running one
 #   bash scripts/control-plane.sh stop|start etcd|kube-apiserver|kube-scheduler [DIR]
 #   bash scripts/control-plane.sh check-network [DIR] # fails if it dialled off loopback
 #   bash scripts/control-plane.sh down [DIR]         # stops it and removes DIR
 #
+# MINOR is one of the pinned minors (1.34, or a patch of it: 1.34.4); without --version,
+# $METAINIT_KUBERNETES, else the newest pinned. A running control plane keeps its minor:
+# `start`, `stop`, `env` and `down` read it from DIR.
 # `up` prints the variables below as `export` lines (DIR is METAINIT_CONTROL_PLANE):
 #   METAINIT_CONTROL_PLANE   the directory holding its state, certificates and logs
 #   CONTROL_PLANE_ADMIN      an admin's kubeconfig (O=system:masters)
@@ -19,6 +24,8 @@
 #                            manifests/rbac.yaml is applied)
 #   CONTROL_PLANE_SERVER     https://127.0.0.1:PORT
 #   CONTROL_PLANE_CA         the CA bundle that verifies the API server's certificate
+#   CONTROL_PLANE_KUBERNETES its Kubernetes version (v1.34.4)
+#   METAINIT_KUBERNETES      its minor (1.34): the tests' own control planes are of it too
 #
 # `up --owner PID` stops the control plane when process PID ends (a test binary's).
 # `up --apiserver-arg ARG` (repeatable) adds ARG to kube-apiserver's command line, kept for
@@ -31,26 +38,34 @@
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-module=$here/tests/control-plane
 # go.mod and go.sum are committed: a build never changes them.
 export GOFLAGS="-mod=readonly -buildvcs=false"
+cache=${METAINIT_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metainit/control-plane}
 
 say() { echo "control-plane: $*" >&2; }
 die() { say "$*"; exit 1; }
+
+# shellcheck source=scripts/lib/minor.sh
+. "$here/scripts/lib/minor.sh"
 
 version_of() { # MODULE: its version in go.mod's require block
   awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$module/go.mod"
 }
 
-k8s_version=$(version_of k8s.io/kubernetes)
-etcd_version=$(version_of go.etcd.io/etcd/server/v3)
-if [ -z "$k8s_version" ] || [ -z "$etcd_version" ]; then
-  die "cannot read the versions in $module/go.mod"
-fi
-# The recipe's number changes when the way of building does.
-key=$( (echo recipe 2; cat "$module/go.mod" "$module/go.sum") | sha256sum | cut -c1-12)
-cache=${METAINIT_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metainit/control-plane}
-bin=$cache/kubernetes-$k8s_version-etcd-$etcd_version-$key
+# set_minor [MINOR]: $minor, its $module, versions and the $bin directory of its build.
+set_minor() {
+  minor=$(pick_minor "$here/tests/control-plane" "${1:-}") || exit 2
+  module=$here/tests/control-plane/$minor
+  k8s_version=$(version_of k8s.io/kubernetes)
+  etcd_version=$(version_of go.etcd.io/etcd/server/v3)
+  if [ -z "$k8s_version" ] || [ -z "$etcd_version" ]; then
+    die "cannot read the versions in $module/go.mod"
+  fi
+  # The recipe's number changes when the way of building does.
+  local key
+  key=$( (echo recipe 2; cat "$module/go.mod" "$module/go.sum") | sha256sum | cut -c1-12)
+  bin=$cache/kubernetes-$k8s_version-etcd-$etcd_version-$key
+}
 
 # shellcheck source=scripts/lib/version-ldflags.sh
 . "$here/scripts/lib/version-ldflags.sh"
@@ -74,8 +89,8 @@ build() {
     go build -trimpath -ldflags "$(version_ldflags)" -o "$tmp/" \
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler
   )
-  # One build kept: those of other versions or recipes go.
-  rm -rf "$cache"/kubernetes-*
+  # One build of each minor kept: its other patches' and recipes' go.
+  rm -rf "$cache/kubernetes-v$minor".*
   mv "$tmp" "$bin"
   say "built in $((SECONDS - start))s (modules ${fetched}s): $bin"
 }
@@ -235,19 +250,23 @@ EOF
 }
 
 up() {
-  local owner='' args=()
+  local owner='' args=() version=''
   while [ $# -gt 0 ]; do
     case $1 in
       --owner) owner=$2; shift 2 ;;
       --apiserver-arg) args+=("$2"); shift 2 ;;
+      --version) version=$2; shift 2 ;;
+      -*) usage ;;
       *) dir=$1; shift ;;
     esac
   done
+  set_minor "$version"
   build
   command -v kubectl >/dev/null || die "kubectl is not installed (it creates the Nodes)"
   dir=${dir:-$(mktemp -d "${TMPDIR:-/tmp}/metainit-control-plane.XXXXXX")}
   mkdir -p "$dir/pki" "$dir/serving"
   dir=$(cd "$dir" && pwd)
+  echo "$minor" >"$dir/minor"
   local start=$SECONDS t0
   # Whatever fails on the way, nothing is left running.
   trap 'say "up failed: stopping what started"; down' ERR
@@ -311,6 +330,8 @@ export CONTROL_PLANE_ADMIN=$dir/admin.kubeconfig
 export CONTROL_PLANE_METAINIT=$dir/metainit.kubeconfig
 export CONTROL_PLANE_SERVER=https://127.0.0.1:$(cat "$dir/apiserver.port")
 export CONTROL_PLANE_CA=$dir/pki/serving-ca.crt
+export CONTROL_PLANE_KUBERNETES=$k8s_version
+export METAINIT_KUBERNETES=$minor
 EOF
 }
 
@@ -336,15 +357,44 @@ down() {
   rm -rf "$dir"
 }
 
+usage() {
+  sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+# only_version ARGS...: the MINOR of `--version MINOR`, the only arguments taken.
+only_version() {
+  case $# in
+    0) ;;
+    2) [ "$1" = --version ] || usage; echo "$2" ;;
+    *) usage ;;
+  esac
+}
+
+# A control plane's own minor (written by `up`; the newest where an older `up` wrote none).
+minor_of_dir() {
+  set_minor "$(cat "$dir/minor" 2>/dev/null || true)"
+}
+
+versions() {
+  local m
+  for m in $(pinned_minors "$here/tests/control-plane"); do
+    set_minor "$m"
+    echo "$minor $k8s_version $etcd_version"
+  done
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
-  build) build ;;
-  bin) build >&2 && echo "$bin" ;;
+  build) set_minor "$(only_version "$@")"; build ;;
+  bin) set_minor "$(only_version "$@")"; build >&2 && echo "$bin" ;;
+  versions) versions ;;
   up) dir=; up "$@" ;;
   env | down | check-network)
     dir=${1:-${METAINIT_CONTROL_PLANE:-}}
     [ -n "$dir" ] || die "which control plane? give its directory or set METAINIT_CONTROL_PLANE"
+    minor_of_dir
     case $cmd in env) env_of ;; down) down ;; check-network) check_network ;; esac
     ;;
   stop | start)
@@ -352,6 +402,7 @@ case $cmd in
     dir=${2:-${METAINIT_CONTROL_PLANE:-}}
     case $what in etcd | kube-apiserver | kube-scheduler) ;; *) die "$cmd what? etcd, kube-apiserver or kube-scheduler" ;; esac
     [ -d "$dir" ] || die "which control plane? give its directory or set METAINIT_CONTROL_PLANE"
+    minor_of_dir
     if [ "$cmd" = stop ]; then
       stop "$what"
     else
@@ -363,8 +414,5 @@ case $cmd in
       esac
     fi
     ;;
-  *)
-    sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
-    exit 2
-    ;;
+  *) usage ;;
 esac

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # A real control-plane node on loopback, for the tests and by hand, laid out as kubeadm lays
-# one out: containerd and runc (Debian's), a kubelet (built from tests/node/go.mod, the same
-# Kubernetes as tests/control-plane/go.mod) whose manifests directory holds etcd,
+# one out: containerd and runc (Debian's), a kubelet (built from tests/node/MINOR/go.mod, the
+# same Kubernetes as tests/control-plane/MINOR/go.mod) whose manifests directory holds etcd,
 # kube-apiserver, kube-controller-manager, kube-scheduler and metainit as static pods, every
 # image built here (never pulled) and imported into containerd's k8s.io namespace.
 #
-#   bash scripts/node.sh build                      # once; cached outside the repo
-#   eval "$(bash scripts/node.sh up [--owner PID] [--without-metainit])"
+#   bash scripts/node.sh build [--version MINOR]    # once; cached outside the repo
+#   eval "$(bash scripts/node.sh up [--version MINOR] [--owner PID] [--without-metainit])"
 #   bash scripts/node.sh env [DIR]                  # the env of a running one
 #   bash scripts/node.sh metainit [DIR]             # metainit's manifest written, as up does
 #   bash scripts/node.sh stop|start kubelet|containerd [DIR]
@@ -14,6 +14,8 @@
 #   bash scripts/node.sh check-network [DIR]        # fails if anything dialled off loopback
 #   bash scripts/node.sh down [DIR]                 # stops it, removes DIR, restores sysctls
 #
+# MINOR: a pinned Kubernetes minor, as scripts/control-plane.sh takes it (--version, else
+# $METAINIT_KUBERNETES, else the newest); the commands on a DIR read its minor from it.
 # `up` prints, as `export` lines: METAINIT_NODE (the directory), NODE_ADMIN (an admin's
 # kubeconfig), NODE_SERVER, NODE_NAME, NODE_MANIFESTS (the kubelet's staticPodPath),
 # NODE_METAINIT_MANIFEST (what was written there for metainit, from manifests/metainit.yaml
@@ -38,18 +40,29 @@
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-module=$here/tests/node
+# The installer's module (tests/node/installer); each minor's kubelet has its own.
+installer_module=$here/tests/node
 export GOFLAGS="-mod=readonly -buildvcs=false"
 node_name=node-1
+cache=${METAINIT_NODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metainit/node}
 
 say() { echo "node: $*" >&2; }
 die() { say "$*"; exit 1; }
 
-k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$module/go.mod")
-[ -n "$k8s_version" ] || die "cannot read the Kubernetes version in $module/go.mod"
-key=$( (echo recipe 1; cat "$module/go.mod" "$module/go.sum" "$module/installer/main.go") | sha256sum | cut -c1-12)
-cache=${METAINIT_NODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metainit/node}
-bin=$cache/kubernetes-$k8s_version-$key
+# shellcheck source=scripts/lib/minor.sh
+. "$here/scripts/lib/minor.sh"
+
+# set_minor [MINOR]: $minor, its kubelet's $module, $k8s_version and the $bin of its build.
+set_minor() {
+  minor=$(pick_minor "$here/tests/node" "${1:-}") || exit 2
+  module=$here/tests/node/$minor
+  k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$module/go.mod")
+  [ -n "$k8s_version" ] || die "cannot read the Kubernetes version in $module/go.mod"
+  local key
+  key=$( (echo recipe 2; cat "$module/go.mod" "$module/go.sum" "$installer_module/go.mod" \
+    "$installer_module/go.sum" "$installer_module/installer/main.go") | sha256sum | cut -c1-12)
+  bin=$cache/kubernetes-$k8s_version-$key
+}
 
 # One concern a file: the build and the images, certificates and kubeconfigs, the static
 # pods, containerd and the kubelet, and up/down.
@@ -66,14 +79,29 @@ bin=$cache/kubernetes-$k8s_version-$key
 # shellcheck source=scripts/node/lifecycle.sh
 . "$here/scripts/node/lifecycle.sh"
 
+usage() {
+  sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
+# A node's own minor (written by `up`; the newest where an older `up` wrote none).
+minor_of_dir() {
+  set_minor "$(cat "$dir/minor" 2>/dev/null || true)"
+}
+
 case $cmd in
-  build) build ;;
+  build)
+    case $# in 0) ;; 2) [ "$1" = --version ] || usage ;; *) usage ;; esac
+    set_minor "${2:-}"
+    build
+    ;;
   up) dir=; up "$@" ;;
   env | down | check-network | metainit)
     dir=${1:-${METAINIT_NODE:-}}
     [ -n "$dir" ] || die "which node? give its directory or set METAINIT_NODE"
+    minor_of_dir
     case $cmd in
       env) env_of ;; down) down ;; check-network) check_network ;; metainit) metainit_pod ;;
     esac
@@ -83,10 +111,8 @@ case $cmd in
     dir=${2:-${METAINIT_NODE:-}}
     case $what in kubelet | containerd | node) ;; *) die "$cmd what? kubelet, containerd or node" ;; esac
     [ -d "$dir" ] || die "which node? give its directory or set METAINIT_NODE"
+    minor_of_dir
     if [ "$cmd" = stop ]; then "stop_$what"; else "start_$what"; fi
     ;;
-  *)
-    sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
-    exit 2
-    ;;
+  *) usage ;;
 esac

@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2154 # $bin, $cache, $dir, $here, $k8s_version, $module: scripts/node.sh's globals, set before it calls this
 # The node's binaries and images (sourced by scripts/node.sh): kubelet,
-# kube-controller-manager and the test's installer built static from tests/node/go.mod (the
-# installer's source is part of the cache key), the pause binary from the same
-# module's build/pause/linux/pause.c, and FROM scratch images of the control plane, pause and
+# kube-controller-manager built static from the minor's tests/node/MINOR/go.mod, the test's
+# installer from tests/node/go.mod (its source is part of the cache key), the pause binary
+# from the minor's build/pause/linux/pause.c, and FROM scratch images of the control plane, pause and
 # metainit (the Dockerfile's final stage, as scripts/image-check.sh builds it).
 
 build() {
@@ -19,6 +19,7 @@ build() {
   tmp=$(mktemp -d "$cache/build.XXXXXX")
   say "downloading modules for Kubernetes $k8s_version"
   (cd "$module" && go mod download)
+  (cd "$installer_module" && go mod download)
   say "building kubelet and kube-controller-manager (two cores: several minutes the first time)"
   (
     cd "$module" || exit 1
@@ -26,11 +27,12 @@ build() {
     CGO_ENABLED=0 go build -trimpath -ldflags "$(version_ldflags)" -o "$tmp/" \
       k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager
     # The installer whose deadlock tests/node.rs breaks (tests/node/installer).
-    CGO_ENABLED=0 go build -trimpath -o "$tmp/installer" ./installer
   )
+  (cd "$installer_module" && CGO_ENABLED=0 go build -trimpath -o "$tmp/installer" ./installer)
   src=$(cd "$module" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
   gcc -Os -static -DVERSION="$k8s_version" -o "$tmp/pause" "$src/build/pause/linux/pause.c"
-  rm -rf "$cache"/kubernetes-*
+  # One build of each minor kept.
+  rm -rf "$cache/kubernetes-v$minor".*
   mv "$tmp" "$bin"
   say "built in $((SECONDS - start))s: $bin"
 }
@@ -78,7 +80,7 @@ metainit_image() {
 
 images() {
   local cp_bin libs start=$SECONDS
-  cp_bin=$(bash "$here/scripts/control-plane.sh" bin)
+  cp_bin=$(bash "$here/scripts/control-plane.sh" bin --version "$minor")
   mkdir -p "$dir/images/root"
   B=(buildah --root "$dir/images/storage" --runroot "$dir/images/run" --storage-driver vfs)
   # The control plane's binaries are linked to glibc: the image carries what ldd names.

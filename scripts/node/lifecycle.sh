@@ -19,14 +19,17 @@ node_ready() {
 }
 
 up() {
-  local owner='' with_metainit=1
+  local owner='' with_metainit=1 version=''
   while [ $# -gt 0 ]; do
     case $1 in
       --owner) owner=$2; shift 2 ;;
       --without-metainit) with_metainit=; shift ;;
+      --version) version=$2; shift 2 ;;
+      -*) usage ;;
       *) dir=$1; shift ;;
     esac
   done
+  set_minor "$version"
   build
   for tool in containerd runc ctr buildah kubectl curl openssl; do
     command -v "$tool" >/dev/null || die "$tool is not installed (see .ci/run for the packages)"
@@ -35,6 +38,7 @@ up() {
   dir=${dir:-$(mktemp -d "${TMPDIR:-/tmp}/metainit-node.XXXXXX")}
   mkdir -p "$dir/etc/kubernetes" "$dir/etcd"
   dir=$(cd "$dir" && pwd)
+  echo "$minor" >"$dir/minor"
   local start=$SECONDS
   trap 'trap - ERR; say "up failed: stopping what started"; diagnose; down' ERR
   for s in "${sysctls[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$dir/sysctls"
@@ -92,6 +96,7 @@ export NODE_NAME=$node_name
 export NODE_MANIFESTS=$dir/manifests
 export NODE_METAINIT_MANIFEST=$dir/metainit.yaml
 export NODE_PKI=$dir/etc/kubernetes/pki
+export NODE_KUBERNETES=$k8s_version
 EOF
 }
 

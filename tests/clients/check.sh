@@ -289,7 +289,7 @@ KC=$CONTROL_PLANE_ADMIN
 # for a kubelet that does not exist).
 bash "$HERE/../../scripts/control-plane.sh" stop kube-scheduler "$REAL_DIR"
 echo "real control plane: $CONTROL_PLANE_SERVER"
-modern_checks real "$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$HERE/../control-plane/go.mod")"
+modern_checks real "$CONTROL_PLANE_KUBERNETES"
 expect "the real API server dialled nothing off loopback" \
     "$(bash "$HERE/../../scripts/control-plane.sh" check-network "$REAL_DIR" 2>&1)" '^control-plane: nothing dialled'
 expect "the double stores a new pod as the real server does" \
