@@ -3,6 +3,7 @@
 //! man pages (`docs/man/`, clap_mangen). Each is regenerated and compared; a difference
 //! fails with the command that rewrites them. Every long flag of every (sub)command must
 //! be in each completion script and in its command's man page, and bash must complete one.
+//! README's "Tested on" table, too, is generated: from scripts/matrix.sh's records.
 
 use std::{path::PathBuf, process::Command};
 
@@ -189,6 +190,48 @@ fn bash_completes_a_subcommands_flag() {
         out.status.success() && words.lines().any(|w| w == "--all-namespaces"),
         "bash did not complete --all-namespaces (exit {:?}): {words}{}",
         out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// README's "Tested on" table is what scripts/matrix-table.py renders from the records
+/// scripts/matrix.sh wrote (tests/matrix/*.tsv), one per pinned minor: never typed.
+#[test]
+fn the_tested_on_table_is_rendered_from_the_matrix_records() {
+    let pinned: Vec<String> = std::fs::read_dir(repo("tests/control-plane"))
+        .expect("tests/control-plane")
+        .filter_map(|e| {
+            let e = e.ok()?;
+            e.path()
+                .join("go.mod")
+                .is_file()
+                .then(|| e.file_name().to_string_lossy().into_owned())
+        })
+        .collect();
+    assert!(
+        !pinned.is_empty(),
+        "no minor pinned under tests/control-plane"
+    );
+    let mut records = Vec::new();
+    for minor in &pinned {
+        let record = repo(&format!("tests/matrix/{minor}.tsv"));
+        assert!(
+            record.is_file(),
+            "{minor} is pinned but has no record: run `bash scripts/matrix.sh --write {minor}`"
+        );
+        records.push(record);
+    }
+    let out = Command::new("python3")
+        .arg(repo("scripts/matrix-table.py"))
+        .arg("--check")
+        .arg(repo("README.md"))
+        .args(&records)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
 }
