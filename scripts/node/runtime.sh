@@ -129,7 +129,8 @@ rotateCertificates: false
 clusterDomain: cluster.local
 # This machine: pods get no resolver (nothing here may dial outside 127.0.0.0/8).
 resolvConf: ""
-# This machine: cgroup v1, which kubelet 1.37 refuses unless told.
+# This machine: cgroup v1, which a kubelet from 1.35 refuses unless told (the default of
+# failCgroupV1 became true in 1.35; false in 1.34).
 failCgroupV1: false
 # This machine: swap may be on.
 failSwapOn: false
