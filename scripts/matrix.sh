@@ -168,7 +168,7 @@ main() {
       --write) write=1 ;;
       --without-node) node=no ;;
       1.*) minors+=("$1") ;;
-      *) usage ;;
+      *) say "unknown argument '$1'"; usage ;;
     esac
     shift
   done

@@ -24,8 +24,8 @@ up() {
     case $1 in
       --owner) owner=$2; shift 2 ;;
       --without-metainit) with_metainit=; shift ;;
-      --version) version=$2; shift 2 ;;
-      -*) usage ;;
+      --version) version=${2:?--version needs a minor, like 1.34}; shift 2 ;;
+      -*) say "up: unknown option '$1'"; usage ;;
       *) dir=$1; shift ;;
     esac
   done
