@@ -362,20 +362,6 @@ usage() {
   exit 2
 }
 
-# only_version ARGS...: the MINOR of `--version MINOR`, the only arguments taken.
-only_version() {
-  case $# in
-    0) ;;
-    2) [ "$1" = --version ] || usage; echo "$2" ;;
-    *) usage ;;
-  esac
-}
-
-# A control plane's own minor (written by `up`; the newest where an older `up` wrote none).
-minor_of_dir() {
-  set_minor "$(cat "$dir/minor" 2>/dev/null || true)"
-}
-
 versions() {
   local m
   for m in $(pinned_minors "$here/tests/control-plane"); do

@@ -86,17 +86,8 @@ usage() {
 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
-# A node's own minor (written by `up`; the newest where an older `up` wrote none).
-minor_of_dir() {
-  set_minor "$(cat "$dir/minor" 2>/dev/null || true)"
-}
-
 case $cmd in
-  build)
-    case $# in 0) ;; 2) [ "$1" = --version ] || usage ;; *) usage ;; esac
-    set_minor "${2:-}"
-    build
-    ;;
+  build) set_minor "$(only_version "$@")"; build ;;
   up) dir=; up "$@" ;;
   env | down | check-network | metainit)
     dir=${1:-${METAINIT_NODE:-}}

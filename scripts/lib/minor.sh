@@ -4,6 +4,7 @@
 # (tests/control-plane/1.34/, tests/node/1.34/, written by scripts/pin-kubernetes.sh). The
 # minor is `--version MINOR` where a command takes it, else $METAINIT_KUBERNETES (so that a
 # test binary's own control planes are of the suite's minor), else the newest pinned one.
+# Each script defines set_minor (what a minor means to it) and usage.
 
 # The pinned minors under DIR, oldest first, one per line.
 pinned_minors() { # DIR
@@ -35,4 +36,21 @@ pick_minor() {
   fi
   echo "Kubernetes '$want' is not pinned here; pinned: $(paste -sd' ' <<<"$pinned") (add one with scripts/pin-kubernetes.sh)" >&2
   return 2
+}
+
+# only_version ARGS...: the MINOR of `--version MINOR`, the only arguments a `build` takes
+# (the calling script's usage otherwise).
+only_version() {
+  case $# in
+    0) ;;
+    2) [ "$1" = --version ] || usage; echo "$2" ;;
+    *) usage ;;
+  esac
+}
+
+# minor_of_dir: the calling script's set_minor for the minor its `up` wrote in $dir (the
+# newest where an older `up` wrote none): a running one keeps its minor.
+minor_of_dir() {
+  # shellcheck disable=SC2154 # $dir: the calling script's
+  set_minor "$(cat "$dir/minor" 2>/dev/null || true)"
 }

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# shellcheck disable=SC2154 # $bin, $cache, $dir, $here, $k8s_version, $module: scripts/node.sh's globals, set before it calls this
+# shellcheck disable=SC2154 # $bin, $cache, $dir, $here, $installer_module, $k8s_version, $minor, $module: scripts/node.sh's globals, set before it calls this
 # The node's binaries and images (sourced by scripts/node.sh): kubelet,
 # kube-controller-manager built static from the minor's tests/node/MINOR/go.mod, the test's
 # installer from tests/node/go.mod (its source is part of the cache key), the pause binary
@@ -26,8 +26,8 @@ build() {
     # Static, as Kubernetes releases them: kube-controller-manager runs FROM scratch.
     CGO_ENABLED=0 go build -trimpath -ldflags "$(version_ldflags)" -o "$tmp/" \
       k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager
-    # The installer whose deadlock tests/node.rs breaks (tests/node/installer).
   )
+  # The installer whose deadlock tests/node.rs breaks (tests/node/installer).
   (cd "$installer_module" && CGO_ENABLED=0 go build -trimpath -o "$tmp/installer" ./installer)
   src=$(cd "$module" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
   gcc -Os -static -DVERSION="$k8s_version" -o "$tmp/pause" "$src/build/pause/linux/pause.c"
