@@ -56,9 +56,16 @@ run_binaries() {
   local logs=$1
   shift
   while [ $# -gt 0 ]; do
-    "$2" >"$logs/$1.log" 2>&1 || true
+    local rc=0
+    "$2" >"$logs/$1.log" 2>&1 || rc=$?
     results "$1" "$logs/$1.log"
-    grep -q . <(results "$1" "$logs/$1.log") || printf '%s\t%s ran\tFAILED\n' "$1" "$1"
+    # A binary that failed without a failed test to show for it (it aborted, or printed
+    # nothing) is a failure of its own: its exit decides, not only the lines it printed.
+    if [ "$rc" != 0 ] && ! grep -q $'\tFAILED$' <(results "$1" "$logs/$1.log"); then
+      printf '%s\t%s exited %s\tFAILED\n' "$1" "$1" "$rc"
+    elif ! grep -q . <(results "$1" "$logs/$1.log"); then
+      printf '%s\t%s ran no test\tFAILED\n' "$1" "$1"
+    fi
     shift 2
   done
 }
@@ -92,9 +99,14 @@ run_cluster() {
     eval "$cp_env"
     run_binaries "$logs" "${beside[@]}" >"$logs/beside.tsv" &
     run_binaries "$logs" "${rest[@]}"
-    bash tests/clients/check.sh >"$logs/clients.log" 2>&1 || true
+    local rc=0
+    bash tests/clients/check.sh >"$logs/clients.log" 2>&1 || rc=$?
     clients_results "$logs/clients.log"
-    grep -q . <(clients_results "$logs/clients.log") || printf 'clients\ttests/clients/check.sh ran\tFAILED\n'
+    if [ "$rc" != 0 ] && ! grep -q $'\tFAILED$' <(clients_results "$logs/clients.log"); then
+      printf 'clients\ttests/clients/check.sh exited %s\tFAILED\n' "$rc"
+    elif ! grep -q . <(clients_results "$logs/clients.log"); then
+      printf 'clients\ttests/clients/check.sh ran no check\tFAILED\n'
+    fi
     wait
     cat "$logs/beside.tsv"
     run_binaries "$logs" "${alone[@]}"
