@@ -235,6 +235,21 @@ pub fn describe(e: &kube::Error) -> String {
     }
 }
 
+/// A Status as one line, `CODE Reason: message`, leaving out what the server left empty
+/// (an ERROR event with no reason once read "500 : ").
+pub fn status_text(s: &kube::core::Status) -> String {
+    let mut out = s.code.to_string();
+    if !s.reason.is_empty() {
+        out.push(' ');
+        out.push_str(&s.reason);
+    }
+    if !s.message.is_empty() {
+        out.push_str(": ");
+        out.push_str(&s.message);
+    }
+    out
+}
+
 /// The delay before attempt `failures + 1`: 100 ms doubling to 30 s, jittered by up to
 /// a fifth so that replicas and objects spread out; never before the server's Retry-After.
 pub fn backoff(failures: u32, retry_after: Duration) -> Duration {
@@ -364,6 +379,26 @@ mod tests {
         assert!(d(4) <= Duration::from_millis(800) && d(4) >= Duration::from_millis(640));
         assert!(d(30) <= Duration::from_secs(30) && d(30) >= Duration::from_secs(24));
         assert_eq!(backoff(1, Duration::from_secs(5)), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_status_leaves_out_what_is_empty() {
+        let status = |code, reason: &str, message: &str| Status {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            ..Status::default()
+        };
+        assert_eq!(status_text(&status(500, "", "")), "500");
+        assert_eq!(status_text(&status(500, "", "boom")), "500: boom");
+        assert_eq!(
+            status_text(&status(410, "Expired", "too old")),
+            "410 Expired: too old"
+        );
+        assert_eq!(
+            status_text(&status(503, "ServiceUnavailable", "")),
+            "503 ServiceUnavailable"
+        );
     }
 
     #[test]

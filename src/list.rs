@@ -1,18 +1,79 @@
 //! The one paged LIST: 500 objects a page, each page retried like any request, and an
-//! expired continue token (410) answered by listing again from the start.
+//! expired continue token (410) answered by listing again from the start. `Pages` is the
+//! bound on following continue tokens, here and in the watch's list (`watch::stream`): a
+//! token seen before in the same list, or more pages than the largest sane cluster has,
+//! ends the list as a failure (the listing once followed a server that repeated its token
+//! 1,167 times a minute, for ever).
 
-use std::time::Duration;
+use std::{collections::HashSet, time::Duration};
 
 use kube::{Api, api::ListParams};
-use tracing::info;
+use tracing::{info, warn};
 
-use crate::{Error, Result, budget::Budget, discovery};
+use crate::{
+    Error, Result,
+    backoff::{self, Backoff},
+    budget::Budget,
+    discovery,
+};
 
 /// The most objects one page asks for.
 const PAGE: u32 = 500;
 
-/// How often an expired continue token starts the listing again before its 410 is the answer.
+/// How often an expired continue token, or a page loop, starts the listing again before
+/// it is the answer.
 const RESTARTS: u32 = 5;
+
+/// The most objects one list may hold: far above the largest clusters Kubernetes supports
+/// (150,000 pods, its scalability thresholds), and a bound on a server that never stops
+/// handing out new continue tokens.
+pub const MOST_OBJECTS: u32 = 1_000_000;
+
+/// The most pages one list may take.
+pub const MOST_PAGES: u32 = MOST_OBJECTS / PAGE;
+
+/// A list that does not end: its continue tokens go round, or there are too many pages.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PageLoop {
+    #[error(
+        "the server sent continue token {token:?} again on page {page} of the list (a server \
+         or proxy that repeats a page: the list would never end)"
+    )]
+    Repeated { token: String, page: u32 },
+    #[error(
+        "the list did not end after {MOST_PAGES} pages of {PAGE} (more than {MOST_OBJECTS} \
+         objects: a server or proxy that never stops handing out continue tokens?)"
+    )]
+    TooLong,
+}
+
+/// The continue tokens of one list, from its first page.
+#[derive(Debug, Default)]
+pub struct Pages {
+    seen: HashSet<String>,
+    pages: u32,
+}
+
+impl Pages {
+    /// The token to ask for next after a page that ended with `token` (`None`: the list is
+    /// complete), or why the list cannot go on.
+    pub fn next(&mut self, token: Option<String>) -> std::result::Result<Option<String>, PageLoop> {
+        self.pages += 1;
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        if self.pages >= MOST_PAGES {
+            return Err(PageLoop::TooLong);
+        }
+        if !self.seen.insert(token.clone()) {
+            return Err(PageLoop::Repeated {
+                token,
+                page: self.pages,
+            });
+        }
+        Ok(Some(token))
+    }
+}
 
 /// How long a listing may wait for the server.
 #[derive(Clone, Copy, Debug)]
@@ -34,7 +95,9 @@ impl Bound {
     }
 }
 
-/// Every object `params` selects, page by page.
+/// Every object `params` selects, page by page. A list that does not end (`Pages`) is
+/// listed again from the start after the watch's backoff, and is the answer after
+/// `RESTARTS` tries.
 pub async fn all<K>(
     client: &kube::Client,
     api: &Api<K>,
@@ -51,9 +114,10 @@ where
     let mut params = first.clone();
     let mut restarts = 0;
     let mut out = Vec::new();
-    let mut page_no = 1;
+    let mut pages = Pages::default();
+    let mut backoff = Backoff::default();
     loop {
-        let what = match page_no {
+        let what = match pages.pages + 1 {
             1 => format!("LIST {plural}"),
             n => format!("LIST {plural}, page {n}"),
         };
@@ -66,20 +130,87 @@ where
             Err(Error::Kube(kube::Error::Api(s))) if s.code == 410 && restarts < RESTARTS => {
                 restarts += 1;
                 info!("list continue token expired; listing again");
-                params = first.clone();
+                (params, pages) = (first.clone(), Pages::default());
                 out.clear();
-                page_no = 1;
                 continue;
             }
             Err(e) => return Err(e),
         };
         out.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => {
-                params = params.continue_token(&token);
-                page_no += 1;
+        match pages.next(page.metadata.continue_) {
+            Ok(Some(token)) => params = params.continue_token(&token),
+            Ok(None) => return Ok(out),
+            Err(e) => {
+                let wait = backoff.next(backoff::Kind::Other, Duration::ZERO);
+                if restarts >= RESTARTS || wait >= bound.page().left() {
+                    return Err(Error::Unreachable(format!("{what} at {url}: {e}")));
+                }
+                restarts += 1;
+                warn!(error = %e, retry_in = ?wait, "{what}: listing again from the start");
+                tokio::time::sleep(wait).await;
+                (params, pages) = (first.clone(), Pages::default());
+                out.clear();
             }
-            None => return Ok(out),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(t: &str) -> Option<String> {
+        Some(t.to_string())
+    }
+
+    #[test]
+    fn a_list_ends_on_its_last_page() {
+        let mut pages = Pages::default();
+        assert_eq!(pages.next(token("a")), Ok(token("a")));
+        assert_eq!(pages.next(token("b")), Ok(token("b")));
+        assert_eq!(pages.next(Some(String::new())), Ok(None));
+        assert_eq!(Pages::default().next(None), Ok(None));
+    }
+
+    #[test]
+    fn a_token_seen_before_ends_the_list() {
+        let mut pages = Pages::default();
+        assert_eq!(pages.next(token("a")), Ok(token("a")));
+        let repeated = pages.next(token("a")).unwrap_err();
+        assert_eq!(
+            repeated,
+            PageLoop::Repeated {
+                token: "a".into(),
+                page: 2
+            }
+        );
+        assert!(
+            repeated
+                .to_string()
+                .starts_with("the server sent continue token \"a\" again on page 2 of the list")
+        );
+        let mut cycling = Pages::default();
+        for t in ["a", "b", "c"] {
+            assert!(cycling.next(token(t)).is_ok());
+        }
+        assert!(matches!(
+            cycling.next(token("b")),
+            Err(PageLoop::Repeated { .. })
+        ));
+    }
+
+    #[test]
+    fn endless_new_tokens_end_at_the_most_pages() {
+        let mut pages = Pages::default();
+        for n in 1..MOST_PAGES {
+            assert!(pages.next(Some(n.to_string())).is_ok(), "page {n}");
+        }
+        let err = pages.next(token("x")).unwrap_err();
+        assert_eq!(err, PageLoop::TooLong);
+        assert_eq!(
+            err.to_string(),
+            "the list did not end after 2000 pages of 500 (more than 1000000 objects: a \
+             server or proxy that never stops handing out continue tokens?)"
+        );
     }
 }

@@ -39,11 +39,15 @@ pub enum WatchCause {
     NoResourceVersion,
     /// The server's revision went backwards (etcd restored from a snapshot).
     RevisionBackwards,
+    /// A watch ended within a second with nothing but bookmarks (`watch::SHORT`).
+    ShortWatch,
+    /// A list's continue tokens went round, or it had too many pages (`list::Pages`).
+    ListLoop,
 }
 
 impl WatchCause {
     /// Every cause, each exported at 0 from the start.
-    pub const ALL: [WatchCause; 7] = [
+    pub const ALL: [WatchCause; 9] = [
         WatchCause::ListFailed,
         WatchCause::WatchStartFailed,
         WatchCause::Expired,
@@ -51,6 +55,8 @@ impl WatchCause {
         WatchCause::StreamFailed,
         WatchCause::NoResourceVersion,
         WatchCause::RevisionBackwards,
+        WatchCause::ShortWatch,
+        WatchCause::ListLoop,
     ];
 
     /// The metric's label.
@@ -63,6 +69,8 @@ impl WatchCause {
             WatchCause::StreamFailed => "stream_failed",
             WatchCause::NoResourceVersion => "no_resource_version",
             WatchCause::RevisionBackwards => "revision_backwards",
+            WatchCause::ShortWatch => "short_watch",
+            WatchCause::ListLoop => "list_loop",
         }
     }
 }
@@ -452,6 +460,8 @@ mod tests {
             WatchCause::StreamFailed => 4,
             WatchCause::NoResourceVersion => 5,
             WatchCause::RevisionBackwards => 6,
+            WatchCause::ShortWatch => 7,
+            WatchCause::ListLoop => 8,
         };
         for (i, c) in WatchCause::ALL.into_iter().enumerate() {
             assert_eq!(place(c), i, "{c:?}");

@@ -43,8 +43,12 @@ struct WatchHealth {
     /// One of the process's own watches, whose first list readiness waits for.
     core: bool,
     synced: bool,
-    /// The last failure, until the server answers again.
+    /// The last failure of a list, until a list is answered or the watch runs.
     failed: Option<String>,
+    /// The last failure of the watch, until it runs again (an event, or a second of it): a
+    /// watch start answered 200 proves nothing (a proxy that ends every watch at once
+    /// answers them all 200), and neither does a list.
+    broken: Option<String>,
 }
 
 impl Health {
@@ -68,6 +72,7 @@ impl Health {
                 core,
                 synced: false,
                 failed: None,
+                broken: None,
             },
         );
         id
@@ -94,20 +99,23 @@ impl Health {
 
     /// A watch's list is done: a failed list is over, not a failed watch start.
     pub fn synced(&self, id: usize) {
-        self.with(id, |w| {
-            w.synced = true;
-            w.clear_if(false);
-        });
+        self.with(id, |w| (w.synced, w.failed) = (true, None));
     }
 
-    /// A watch delivered an event: it runs.
+    /// A watch delivered an event, or has run for a second: it runs.
     pub fn watch_ok(&self, id: usize) {
-        self.with(id, |w| w.failed = None);
+        self.with(id, |w| (w.failed, w.broken) = (None, None));
     }
 
-    /// A watch failed, and why.
+    /// A watch or its list failed, and why (a list's reason begins "list failed").
     pub fn watch_failed(&self, id: usize, why: String) {
-        self.with(id, |w| w.failed = Some(why));
+        self.with(id, |w| {
+            if why.starts_with("list failed") {
+                w.failed = Some(why);
+            } else {
+                w.broken = Some(why);
+            }
+        });
     }
 
     /// A watch that stopped on purpose (a service no configuration names any more): it no
@@ -132,38 +140,27 @@ impl Health {
         let why: Vec<String> = watches
             .by_id
             .values()
-            .filter_map(|w| match (&w.failed, w.synced) {
-                (Some(f), _) => Some(format!("watch of {} failed: {f}", w.name)),
-                (None, false) if w.core => Some(format!("first list of {} not done", w.name)),
-                (None, _) => None,
-            })
+            .filter_map(
+                |w| match (w.failed.as_ref().or(w.broken.as_ref()), w.synced) {
+                    (Some(f), _) => Some(format!("watch of {} failed: {f}", w.name)),
+                    (None, false) if w.core => Some(format!("first list of {} not done", w.name)),
+                    (None, _) => None,
+                },
+            )
             .collect();
         (!why.is_empty()).then(|| why.join("; "))
     }
 }
 
 impl Observer for Health {
-    /// A LIST answered ends a failed list; only a WATCH answered ends a failed watch (where
-    /// RBAC grants list and not watch, each resync's list made `/readyz` 200 for its length).
+    /// A LIST answered ends a failed list; a failed watch ends only when the watch runs
+    /// (`watch_ok`): where RBAC grants list and not watch, each resync's list made `/readyz`
+    /// 200 for its length.
     fn answered(&self, path: &str, watch: bool) {
         for w in self.watches().by_id.values_mut() {
-            if w.path == path {
-                w.clear_if(watch);
+            if w.path == path && !watch {
+                w.failed = None;
             }
-        }
-    }
-}
-
-impl WatchHealth {
-    /// Clears the failure: any, after a watch ran (`watch`); a failed list's, after a list.
-    fn clear_if(&mut self, watch: bool) {
-        if watch
-            || self
-                .failed
-                .as_deref()
-                .is_some_and(|f| f.starts_with("list failed"))
-        {
-            self.failed = None;
         }
     }
 }
@@ -256,7 +253,21 @@ mod tests {
             "neither a LIST nor a list's end ends a failed watch start"
         );
         h.answered("/api/v1/pods", true);
-        assert_eq!(h.not_ready(), None, "a WATCH answered does");
+        assert!(
+            h.not_ready().is_some(),
+            "nor does a WATCH answered: a proxy that ends every watch at once answers them 200"
+        );
+        h.watch_ok(pods);
+        assert_eq!(h.not_ready(), None, "a watch that runs does");
+        h.watch_failed(pods, "watch ended at once: after 5ms".into());
+        h.watch_failed(pods, "list failed: 500".into());
+        h.synced(pods);
+        assert_eq!(
+            h.not_ready().as_deref(),
+            Some("watch of pods failed: watch ended at once: after 5ms"),
+            "a list after a failed watch ends the list's failure, not the watch's"
+        );
+        h.watch_ok(pods);
         h.shutting_down();
         assert_eq!(h.not_ready().as_deref(), Some("shutting down"));
     }

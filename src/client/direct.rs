@@ -3,12 +3,12 @@
 //! that nothing reads: fewer instructions per cleared object (BENCHMARKS.md, "CPU per
 //! object: user and system time, and the kernel's floor", change 1).
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use http::Request;
 use kube::client::Body;
 
-use super::{RequestTimeout, Stack};
+use super::{RequestTimeout, Stack, limit::Limiter};
 
 /// The way of the requests made for each object (the clearing PATCH, the Event): the
 /// client's own stack and `Guard`, called directly, over the same connections; watches,
@@ -19,11 +19,17 @@ pub struct Direct {
     /// `--request-timeout`, over the whole exchange: the `Guard` bounds the wait for the
     /// headers only, and a body that stalls after them would hold a worker for ever.
     timeout: Duration,
+    /// The client's limiter: a request waits for its turn before its timeout starts.
+    limiter: Arc<Limiter>,
 }
 
 impl Direct {
-    pub(super) fn new(stack: Stack, timeout: Duration) -> Direct {
-        Direct { stack, timeout }
+    pub(super) fn new(stack: Stack, timeout: Duration, limiter: Arc<Limiter>) -> Direct {
+        Direct {
+            stack,
+            timeout,
+            limiter,
+        }
     }
 
     /// Sends a request and reads its answer whole, keeping nothing of it: as
@@ -31,6 +37,16 @@ impl Direct {
     /// for a 4xx or 5xx, or one rebuilt from a body that is not one; `Service` for a
     /// request that got no answer, or no whole answer, within `--request-timeout`).
     pub async fn send(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
+        let kind = super::RequestKind::of(&request);
+        self.limiter.admit(kind).await;
+        let res = self.timed(request).await;
+        if let Err(e) = &res {
+            self.limiter.refused(kind, e);
+        }
+        res
+    }
+
+    async fn timed(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
         if self.timeout.is_zero() {
             return self.exchange(request).await;
         }

@@ -3,9 +3,10 @@
 //! legacy API's GETs, a timeout on every request's headers (a watch's too), so that a request
 //! accepted and never answered does not hold a worker or the watch for ever, and a report of every answered LIST and
 //! WATCH for `/readyz`), and over it `deadline.rs` for the `Client`'s requests (the same
-//! timeout, to an answer's last byte); `retry_after.rs` carries a 429's `Retry-After` header
+//! timeout, to an answer's last byte); `redirect.rs` names a redirect; `retry_after.rs` carries a 429's `Retry-After` header
 //! into its `Status`, where the failure table reads it. The per-object requests take the
-//! direct way (`direct.rs`) over the same connections. `plain.rs`: one plain-HTTP GET of
+//! direct way (`direct.rs`) over the same connections. Over both, outside their timeouts,
+//! `limit.rs`: a token bucket per kind of request, the ceiling of the process's request rate. `plain.rs`: one plain-HTTP GET of
 //! an endpoint, no API server involved (`probe`).
 
 use std::{
@@ -30,13 +31,17 @@ use crate::{Error, Result, failure::chain};
 mod deadline;
 mod direct;
 mod guard;
+mod limit;
 pub mod plain;
+mod redirect;
 mod retry_after;
 
 use deadline::DeadlineLayer;
 pub use direct::Direct;
 use guard::GuardLayer;
 pub use guard::include_uninitialized;
+use limit::LimitLayer;
+pub use limit::{Kind as RequestKind, Limiter};
 
 pub const USER_AGENT_VALUE: &str = concat!("metainit/", env!("CARGO_PKG_VERSION"));
 
@@ -103,13 +108,17 @@ pub fn build(
             .map_err(|e| tls_error(&url, e))?;
         stack(&config, timeouts!(&config, https)).map_err(|e| tls_error(&url, e))?
     };
+    // One limiter for both ways out, outside their timeouts (`limit.rs`).
+    let limiter = Arc::new(Limiter::default());
     let client = ClientBuilder::new(stack.clone(), config.default_namespace.clone())
         .with_layer(&layer)
         .with_layer(&DeadlineLayer(request_timeout))
+        .with_layer(&LimitLayer(limiter.clone()))
         .build();
     let direct = Direct::new(
         BoxCloneSyncService::new(layer.layer(stack)),
         request_timeout,
+        limiter,
     );
     Ok((client, direct))
 }
@@ -153,6 +162,7 @@ where
         .map_err(BoxError::from)
         .service(http)
         .map_response(|res| res.map(|body| Box::new(body.map_err(BoxError::from)) as Box<DynBody>))
+        .and_then(redirect::refuse)
         .and_then(retry_after::in_status);
     Ok(BoxCloneSyncService::new(service))
 }

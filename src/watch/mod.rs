@@ -1,16 +1,16 @@
 //! Every watch of the process goes through here (the labelled objects or unbound pods, the
-//! webhook configurations, a webhook service's EndpointSlices): kube-runtime's watcher
-//! with the server's selection, which pages the list, resumes from the last
-//! resourceVersion and relists on a 410 event. Around it (`Events`), what a real cluster
-//! needs besides:
+//! webhook configurations, a webhook service's EndpointSlices): the list and watch of
+//! `stream.rs` with the server's selection, which pages the list, resumes from the last
+//! resourceVersion and relists on a 410 event, and fails a watch that ends at once with
+//! nothing delivered and a list whose continue tokens go round. Around it (`Events`), what
+//! a real cluster needs besides:
 //!
 //! - one backoff for the watch's whole life (`crate::backoff`: a refused connection about
-//!   once a second, a first 410 at once, else 0.8 s doubling to 30 s), kept across relists:
-//!   the watcher's own backoff lived in its stream, and a relist that replaced the stream
-//!   dropped it (a server answering every watch start 504 was listed 1,250 times a second).
-//!   It starts again when the watch delivers an event, or once a list succeeds and the
-//!   watch after it delivers one, or after 120 s without a failure: a list followed at once
-//!   by a failed watch start is no success;
+//!   once a second, a first 410 at once, else 0.8 s doubling to 30 s), kept across relists
+//!   (a server answering every watch start 504 was once listed 1,250 times a second).
+//!   It starts again when the watch delivers an event or has run for a second, or after
+//!   120 s without a failure: a list followed at once by a failed (or at once ended) watch
+//!   is no success;
 //! - a full relist every `--resync-period`, counted from the end of the last list and
 //!   never cutting one, which bounds any blindness (a watch resumed from a version the
 //!   server has not reached since an etcd restore is accepted and silent until the
@@ -24,8 +24,11 @@
 //! The watch of the objects to clear is `objects.rs`.
 
 mod objects;
+mod stream;
 
 pub use objects::{Selector, UNBOUND, Watch};
+pub use stream::SHORT;
+use stream::{Failure, Lister, Step};
 
 use std::{
     fmt::Debug,
@@ -34,7 +37,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::{StreamExt, stream::BoxStream};
 use kube::{Api, Resource, api::ListParams, runtime::watcher};
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
@@ -47,31 +49,42 @@ use crate::{
 };
 
 /// Why the watch restarted, for the metric.
-fn cause(e: &watcher::Error) -> WatchCause {
+fn cause(e: &Failure) -> WatchCause {
     match e {
-        watcher::Error::InitialListFailed(_) => WatchCause::ListFailed,
-        watcher::Error::WatchStartFailed(_) => WatchCause::WatchStartFailed,
-        watcher::Error::WatchError(s) if s.code == 410 => WatchCause::Expired,
-        watcher::Error::WatchError(_) => WatchCause::WatchError,
-        watcher::Error::WatchFailed(_) => WatchCause::StreamFailed,
-        watcher::Error::NoResourceVersion => WatchCause::NoResourceVersion,
+        Failure::List(_) => WatchCause::ListFailed,
+        Failure::Pages(_) => WatchCause::ListLoop,
+        Failure::WatchStart(_) => WatchCause::WatchStartFailed,
+        Failure::Event(s) if s.code == 410 => WatchCause::Expired,
+        Failure::Event(_) => WatchCause::WatchError,
+        Failure::Stream(_) => WatchCause::StreamFailed,
+        Failure::NoResourceVersion => WatchCause::NoResourceVersion,
+        Failure::Short { .. } => WatchCause::ShortWatch,
     }
 }
 
 /// The failure in words, with what to do about a 401 or 403 (`rbac_hint`: the watch's own
 /// manifest).
-fn reason_with(e: &watcher::Error, rbac_hint: &str) -> String {
+fn reason_with(e: &Failure, rbac_hint: &str) -> String {
     let (what, status) = match e {
-        watcher::Error::InitialListFailed(e) => ("list failed", describe(e)),
-        watcher::Error::WatchStartFailed(e) => ("watch start failed", describe(e)),
-        watcher::Error::WatchFailed(e) => ("watch stream failed", describe(e)),
-        watcher::Error::WatchError(s) => (
-            "watch error",
-            format!("{} {}: {}", s.code, s.reason, s.message),
+        Failure::List(e) => ("list failed", describe(e)),
+        Failure::Pages(e) => ("list failed", e.to_string()),
+        Failure::WatchStart(e) => ("watch start failed", describe(e)),
+        Failure::Stream(e) => ("watch stream failed", describe(e)),
+        Failure::Event(s) => ("watch error", crate::failure::status_text(s)),
+        Failure::NoResourceVersion => ("no resourceVersion", "the server sent none".to_string()),
+        Failure::Short { lasted, bookmarks } => (
+            "watch ended at once",
+            format!(
+                "the server ended the watch after {} with no event{} (a proxy or load \
+                 balancer in front of the API server that closes idle connections?)",
+                crate::text::duration(*lasted),
+                match bookmarks {
+                    0 => String::new(),
+                    1 => ", 1 bookmark".to_string(),
+                    n => format!(", {n} bookmarks"),
+                }
+            ),
         ),
-        watcher::Error::NoResourceVersion => {
-            ("no resourceVersion", "the server sent none".to_string())
-        }
     };
     let hint = match status.split(' ').next() {
         Some("403") => format!("; {rbac_hint}"),
@@ -82,19 +95,19 @@ fn reason_with(e: &watcher::Error, rbac_hint: &str) -> String {
 }
 
 /// The server's answer behind a failure, as log fields (see `failure::status_fields`).
-fn status_fields(e: &watcher::Error) -> (Option<u16>, Option<&str>) {
+fn status_fields(e: &Failure) -> (Option<u16>, Option<&str>) {
     match e {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => crate::failure::status_fields(e),
-        watcher::Error::WatchError(s) => (Some(s.code), Some(s.reason.as_str())),
-        watcher::Error::NoResourceVersion => (None, None),
+        Failure::List(e) | Failure::WatchStart(e) | Failure::Stream(e) => {
+            crate::failure::status_fields(e)
+        }
+        Failure::Event(s) => (Some(s.code), Some(s.reason.as_str())),
+        _ => (None, None),
     }
 }
 
 /// A watch start the watcher would retry from the same version, but which needs a relist.
-fn needs_relist(e: &watcher::Error) -> bool {
-    matches!(e, watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 410 || s.code == 504)
+fn needs_relist(e: &Failure) -> bool {
+    matches!(e, Failure::WatchStart(kube::Error::Api(s)) if s.code == 410 || s.code == 504)
 }
 
 /// Which objects the server sends: by label, by field, or both.
@@ -110,17 +123,6 @@ impl Filter {
             labels: Some(selector.to_string()),
             fields: None,
         }
-    }
-
-    fn watcher(&self) -> watcher::Config {
-        let mut config = watcher::Config::default();
-        if let Some(l) = &self.labels {
-            config = config.labels(l);
-        }
-        if let Some(f) = &self.fields {
-            config = config.fields(f);
-        }
-        config
     }
 
     fn list(&self) -> ListParams {
@@ -154,7 +156,7 @@ pub struct Spec {
 pub struct Events<K: Resource + 'static> {
     api: Api<K>,
     spec: Spec,
-    inner: BoxStream<'static, watcher::Result<watcher::Event<K>>>,
+    inner: Lister<K>,
     /// When to list everything again; one timer for the watch's life, not one per event.
     resync_at: Pin<Box<tokio::time::Sleep>>,
     /// A list is under way: the resync waits for its end.
@@ -177,7 +179,7 @@ where
 {
     pub fn new(api: Api<K>, spec: Spec) -> Self {
         Events {
-            inner: start(&api, &spec),
+            inner: Lister::new(api.clone(), &spec.filter),
             resync_at: Box::pin(tokio::time::sleep(spec.resync)),
             listing: true,
             api,
@@ -200,24 +202,24 @@ where
                 }
             };
             match event {
-                Some(Ok(event)) => {
+                Ok(Step::Event(event)) => {
                     self.seen(&event);
                     return event;
                 }
-                Some(Err(e)) => {
+                Ok(Step::Running) => self.running(),
+                Err(e) => {
                     let wait = self.failed(e);
                     if !wait.is_zero() {
                         tokio::time::sleep(wait).await;
                     }
                 }
-                None => self.restart(),
             }
         }
     }
 
-    /// A new watcher: it lists first.
+    /// Lists everything again.
     fn restart(&mut self) {
-        self.inner = start(&self.api, &self.spec);
+        self.inner.restart();
         self.listing = true;
     }
 
@@ -225,7 +227,6 @@ where
     /// that the watch runs (a list alone never did: where RBAC grants list and not watch,
     /// each resync's list made `/readyz` 200 for its length).
     fn seen(&mut self, event: &watcher::Event<K>) {
-        let s = &self.spec;
         match event {
             watcher::Event::Init => self.listing = true,
             watcher::Event::InitApply(o) => self.highest = self.highest.max(version(o)),
@@ -245,13 +246,19 @@ where
             // StreamBackoff reset on every item; a malformed line now and then between events
             // must not grow the wait to 30 s).
             watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
-                s.health.watch_ok(s.index);
                 self.highest = self.highest.max(version(o));
-                self.unproven = None;
-                self.backoff.reset();
-                self.recovered();
+                self.running();
             }
         }
+    }
+
+    /// The watch delivered an event, or has lasted a second: it runs.
+    fn running(&mut self) {
+        let s = &self.spec;
+        s.health.watch_ok(s.index);
+        self.unproven = None;
+        self.backoff.reset();
+        self.recovered();
     }
 
     fn recovered(&mut self) {
@@ -262,10 +269,10 @@ where
     }
 
     /// Counts and reports a failure; returns the wait before the next attempt.
-    fn failed(&mut self, e: watcher::Error) -> Duration {
+    fn failed(&mut self, e: Failure) -> Duration {
         let starting = matches!(
             e,
-            watcher::Error::WatchStartFailed(_) | watcher::Error::WatchError(_)
+            Failure::WatchStart(_) | Failure::Event(_) | Failure::Short { .. }
         );
         if let Some(saved) = self.unproven.take()
             && starting
@@ -274,7 +281,7 @@ where
         }
         let (kind, retry_after) = kind_of(&e);
         let wait = self.backoff.next(kind, retry_after);
-        self.list_failed = matches!(e, watcher::Error::InitialListFailed(_));
+        self.list_failed = matches!(e, Failure::List(_) | Failure::Pages(_));
         let s = &self.spec;
         let cause = cause(&e);
         s.metrics.watch_restart(cause);
@@ -319,26 +326,18 @@ where
     }
 }
 
-fn start<K>(api: &Api<K>, spec: &Spec) -> BoxStream<'static, watcher::Result<watcher::Event<K>>>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    // No backoff of the watcher's own: `Events` waits, across relists.
-    watcher(api.clone(), spec.filter.watcher()).boxed()
-}
-
 /// What a watch failure says for the backoff.
-fn kind_of(e: &watcher::Error) -> (Kind, Duration) {
+fn kind_of(e: &Failure) -> (Kind, Duration) {
     match e {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => backoff::kind_of(e),
-        watcher::Error::WatchError(s) if s.code == 410 => (Kind::Expired, Duration::ZERO),
-        watcher::Error::WatchError(s) => {
+        Failure::List(e) | Failure::WatchStart(e) | Failure::Stream(e) => backoff::kind_of(e),
+        Failure::Event(s) if s.code == 410 => (Kind::Expired, Duration::ZERO),
+        Failure::Event(s) => {
             let after = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
             (Kind::Other, Duration::from_secs(u64::from(after)))
         }
-        watcher::Error::NoResourceVersion => (Kind::Other, Duration::ZERO),
+        Failure::Pages(_) | Failure::NoResourceVersion | Failure::Short { .. } => {
+            (Kind::Other, Duration::ZERO)
+        }
     }
 }
 

@@ -1,0 +1,388 @@
+//! The floor under every request of the process: a token bucket per kind of request
+//! (client-go puts one under every REST client: 5 a second, bursts of 10, for all kinds
+//! together). Whatever a server or a proxy answers, and whatever a loop above does with the
+//! answer, no kind is sent more often than its bucket allows: the bound holds by
+//! construction, not by a list of failures someone thought of. `build` puts it over both ways
+//! a request leaves the process (the `Client`'s and the direct one), outside their timeouts:
+//! a wait here is not a slow answer.
+//!
+//! The buckets are sized so that ordinary work never waits (README, "Request ceiling"): the
+//! clearing PATCHes of a burst of 1,000 pods and their Events fit in the writes' burst, a
+//! paged list of 100 pages in the lists', and each watch of the process may start once at
+//! boot and again every few minutes without touching the watch starts' ceiling.
+
+use std::{
+    sync::{Arc, Mutex},
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use futures::future::BoxFuture;
+use http::{Method, Request, Response};
+use tokio::time::Instant;
+use tower::{BoxError, Layer, Service};
+use tracing::info;
+
+use super::guard::is_watch;
+
+/// A kind of request, each with a bucket of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A GET with `watch=true`.
+    WatchStart,
+    /// A GET of a collection: a LIST, each page of a paged one counted.
+    List,
+    /// Any other GET: one object, discovery, `/version`, `/readyz`.
+    Get,
+    /// A PATCH, POST, PUT or DELETE: the clearing PATCHes, Events, the webhook
+    /// configurations' changes.
+    Write,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::WatchStart, Kind::List, Kind::Get, Kind::Write];
+
+    /// The burst, and the requests a second after it.
+    pub const fn bucket(self) -> (u32, f64) {
+        match self {
+            Kind::WatchStart => (10, 1.0 / 6.0),
+            Kind::List => (100, 1.0),
+            Kind::Get => (100, 5.0),
+            Kind::Write => (1_000, 50.0),
+        }
+    }
+
+    /// The most requests of this kind sent in any minute: the burst and a minute's refill.
+    pub fn per_minute(self) -> u32 {
+        let (burst, rate) = self.bucket();
+        burst + (rate * 60.0).round() as u32
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::WatchStart => "watch",
+            Kind::List => "list",
+            Kind::Get => "get",
+            Kind::Write => "write",
+        }
+    }
+
+    /// The kind of a request, by its method and URL, as the API server's RequestInfo tells
+    /// a LIST from a GET: a collection's path is `/api/v1/PLURAL`,
+    /// `/api/v1/namespaces/NS/PLURAL` or the same under `/apis/GROUP/VERSION`.
+    pub fn of<B>(req: &Request<B>) -> Kind {
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return Kind::Write;
+        }
+        if is_watch(req) {
+            return Kind::WatchStart;
+        }
+        let segments: Vec<&str> = req
+            .uri()
+            .path()
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .collect();
+        let rest = match segments.as_slice() {
+            ["api", _, rest @ ..] => rest,
+            ["apis", _, _, rest @ ..] => rest,
+            _ => return Kind::Get,
+        };
+        // `namespaces/NS/PLURAL`, or a PLURAL of its own (`namespaces` itself included).
+        if matches!(rest, ["namespaces", _, _] | [_]) {
+            Kind::List
+        } else {
+            Kind::Get
+        }
+    }
+}
+
+/// One token bucket. A caller takes a token, or reserves the next one and waits for it
+/// (golang.org/x/time/rate's `Reserve`): callers are served in the order they came.
+struct Bucket {
+    burst: f64,
+    rate: f64,
+    /// Tokens left (below zero: reserved ahead) as of `at`.
+    state: Mutex<(f64, Instant)>,
+}
+
+impl Bucket {
+    fn new(kind: Kind) -> Bucket {
+        let (burst, rate) = kind.bucket();
+        Bucket {
+            burst: f64::from(burst),
+            rate,
+            state: Mutex::new((f64::from(burst), Instant::now())),
+        }
+    }
+
+    /// A token back: the request it was taken for never reached a server.
+    fn refund(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.0 = (state.0 + 1.0).min(self.burst);
+    }
+
+    /// How long the caller waits for its token, which is taken now.
+    fn reserve(&self) -> Duration {
+        let now = Instant::now();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (tokens, at) = *state;
+        let refilled = (tokens + now.duration_since(at).as_secs_f64() * self.rate).min(self.burst);
+        let left = refilled - 1.0;
+        *state = (left, now);
+        if left >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-left / self.rate)
+        }
+    }
+}
+
+/// The buckets of the process, one per kind.
+pub struct Limiter {
+    buckets: [Bucket; 4],
+}
+
+impl Default for Limiter {
+    fn default() -> Self {
+        Limiter {
+            buckets: Kind::ALL.map(Bucket::new),
+        }
+    }
+}
+
+impl Limiter {
+    fn bucket(&self, kind: Kind) -> &Bucket {
+        &self.buckets[Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0)]
+    }
+
+    /// A request of `kind` found no server listening (its connection refused): it does not
+    /// count, so that a server that is down is still tried about once a second (`backoff`)
+    /// however long it stays down.
+    pub fn refused(&self, kind: Kind, e: &(dyn std::error::Error + 'static)) {
+        if crate::backoff::refused(e) {
+            self.bucket(kind).refund();
+        }
+    }
+
+    /// Waits until a request of `kind` may be sent.
+    pub async fn admit(&self, kind: Kind) {
+        let wait = self.bucket(kind).reserve();
+        if wait.is_zero() {
+            return;
+        }
+        // A second or more is the ceiling at work: something sends far more than it should.
+        if wait >= Duration::from_secs(1) {
+            info!(kind = kind.label(), wait = ?wait, ceiling_per_minute = kind.per_minute(),
+                  "request held back by the client's rate limit");
+        }
+        tokio::time::sleep(wait).await;
+    }
+}
+
+#[derive(Clone)]
+pub(super) struct LimitLayer(pub(super) Arc<Limiter>);
+
+impl<S> Layer<S> for LimitLayer {
+    type Service = Limit<S>;
+    fn layer(&self, inner: S) -> Limit<S> {
+        Limit {
+            inner,
+            limiter: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(super) struct Limit<S> {
+    inner: S,
+    limiter: Arc<Limiter>,
+}
+
+impl<S, B, R> Service<Request<B>> for Limit<S>
+where
+    S: Service<Request<B>, Response = Response<R>> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = Response<R>;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Response<R>, BoxError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        // The inner service is made ready when the request is let through.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let mut inner = self.inner.clone();
+        let limiter = self.limiter.clone();
+        Box::pin(async move {
+            let kind = Kind::of(&req);
+            limiter.admit(kind).await;
+            std::future::poll_fn(|cx| inner.poll_ready(cx))
+                .await
+                .map_err(Into::into)?;
+            let res = inner.call(req).await.map_err(Into::into);
+            if let Err(e) = &res {
+                limiter.refused(kind, &**e);
+            }
+            res
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(method: &str, uri: &str) -> Kind {
+        Kind::of(&Request::builder().method(method).uri(uri).body(()).unwrap())
+    }
+
+    #[test]
+    fn requests_are_told_apart_as_the_api_server_does() {
+        for (method, uri, want) in [
+            (
+                "GET",
+                "/api/v1/pods?labelSelector=a&watch=true",
+                Kind::WatchStart,
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/a/pods?watch=1&resourceVersion=5",
+                Kind::WatchStart,
+            ),
+            ("GET", "/api/v1/pods?labelSelector=a&limit=500", Kind::List),
+            (
+                "GET",
+                "/api/v1/namespaces/a/pods?limit=500&continue=x",
+                Kind::List,
+            ),
+            ("GET", "/api/v1/namespaces", Kind::List),
+            ("GET", "/apis/apps/v1/namespaces/a/deployments", Kind::List),
+            (
+                "GET",
+                "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+                Kind::List,
+            ),
+            ("GET", "/api/v1/namespaces/a", Kind::Get),
+            ("GET", "/api/v1/namespaces/a/pods/b", Kind::Get),
+            (
+                "GET",
+                "/apis/apps/v1/namespaces/a/deployments/b/scale",
+                Kind::Get,
+            ),
+            ("GET", "/version", Kind::Get),
+            ("GET", "/apis", Kind::Get),
+            ("GET", "/api/v1", Kind::Get),
+            ("GET", "/readyz", Kind::Get),
+            ("GET", "/api/v1/pods?labelSelector=watch%3Dtrue", Kind::List),
+            ("PATCH", "/api/v1/namespaces/a/pods/b", Kind::Write),
+            ("POST", "/api/v1/namespaces/a/events", Kind::Write),
+            (
+                "PUT",
+                "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/w",
+                Kind::Write,
+            ),
+            ("DELETE", "/api/v1/namespaces/a/pods/b", Kind::Write),
+        ] {
+            assert_eq!(kind(method, uri), want, "{method} {uri}");
+        }
+    }
+
+    #[test]
+    fn the_ceilings_are_the_burst_and_a_minutes_refill() {
+        let ceilings: Vec<u32> = Kind::ALL.iter().map(|k| k.per_minute()).collect();
+        assert_eq!(ceilings, [20, 160, 400, 4_000]);
+    }
+
+    /// Every kind, asked for far more than its ceiling for a minute at once: exactly the
+    /// ceiling is let through in the minute, and the burst at once.
+    #[tokio::test(start_paused = true)]
+    async fn no_kind_passes_more_than_its_ceiling_in_a_minute() {
+        for kind in Kind::ALL {
+            let limiter = Arc::new(Limiter::default());
+            let start = Instant::now();
+            let (burst, _) = kind.bucket();
+            let mut at_once = 0;
+            let mut in_minute = 0;
+            for _ in 0..(kind.per_minute() * 3) {
+                limiter.admit(kind).await;
+                let t = start.elapsed();
+                if t.is_zero() {
+                    at_once += 1;
+                }
+                if t <= Duration::from_secs(60) {
+                    in_minute += 1;
+                }
+            }
+            assert_eq!(at_once, burst, "{kind:?}");
+            assert_eq!(in_minute, kind.per_minute(), "{kind:?}");
+        }
+    }
+
+    /// A waiting caller that gives up keeps its token: the next caller is not let through
+    /// sooner (reservations, not a race for the next token).
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_wait_does_not_make_room() {
+        let limiter = Limiter::default();
+        let (burst, _) = Kind::WatchStart.bucket();
+        for _ in 0..burst {
+            limiter.admit(Kind::WatchStart).await;
+        }
+        let start = Instant::now();
+        let cancelled =
+            tokio::time::timeout(Duration::from_secs(1), limiter.admit(Kind::WatchStart)).await;
+        assert!(cancelled.is_err());
+        limiter.admit(Kind::WatchStart).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(12));
+    }
+
+    /// A request whose connection was refused gives its token back; any other failure not.
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_connection_does_not_count() {
+        let limiter = Arc::new(Limiter::default());
+        let refused = tower::service_fn(|_req: Request<()>| async {
+            let e = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+            Err::<Response<()>, BoxError>(Box::new(e))
+        });
+        let mut limited = LimitLayer(limiter.clone()).layer(refused);
+        let start = Instant::now();
+        for _ in 0..100 {
+            let watch = Request::get("/api/v1/pods?watch=true").body(()).unwrap();
+            assert!(limited.call(watch).await.is_err());
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        let reset = tower::service_fn(|_req: Request<()>| async {
+            let e = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+            Err::<Response<()>, BoxError>(Box::new(e))
+        });
+        let mut limited = LimitLayer(limiter).layer(reset);
+        for _ in 0..11 {
+            let watch = Request::get("/api/v1/pods?watch=true").body(()).unwrap();
+            assert!(limited.call(watch).await.is_err());
+        }
+        assert_eq!(start.elapsed(), Duration::from_secs(6));
+    }
+
+    /// The layer: requests of one kind wait, others do not.
+    #[tokio::test(start_paused = true)]
+    async fn the_layer_holds_back_only_the_spent_kind() {
+        let limiter = Arc::new(Limiter::default());
+        let service =
+            tower::service_fn(|_req: Request<()>| async { Ok::<_, BoxError>(Response::new(())) });
+        let mut limited = LimitLayer(limiter).layer(service);
+        let watch = || Request::get("/api/v1/pods?watch=true").body(()).unwrap();
+        let start = Instant::now();
+        for _ in 0..11 {
+            limited.call(watch()).await.unwrap();
+        }
+        assert_eq!(start.elapsed(), Duration::from_secs(6));
+        let before = Instant::now();
+        let list = Request::get("/api/v1/pods").body(()).unwrap();
+        limited.call(list).await.unwrap();
+        assert_eq!(before.elapsed(), Duration::ZERO);
+    }
+}
