@@ -37,11 +37,11 @@ impl Direct {
     /// for a 4xx or 5xx, or one rebuilt from a body that is not one; `Service` for a
     /// request that got no answer, or no whole answer, within `--request-timeout`).
     pub async fn send(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
-        let kind = super::RequestKind::of(&request);
-        self.limiter.admit(kind).await;
+        let admitted = self.limiter.admit(&request);
+        admitted.wait().await;
         let res = self.timed(request).await;
         if let Err(e) = &res {
-            self.limiter.refused(kind, e);
+            admitted.failed(e);
         }
         res
     }

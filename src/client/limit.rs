@@ -1,17 +1,18 @@
-//! The floor under every request of the process: a token bucket per kind of request
-//! (client-go puts one under every REST client: 5 a second, bursts of 10, for all kinds
-//! together). Whatever a server or a proxy answers, and whatever a loop above does with the
+//! The floor under every request of the process: token buckets by kind of request, the
+//! watch starts and LISTs of each collection apart (client-go puts one bucket under every
+//! REST client: 5 a second, bursts of 10, for all kinds together). Whatever a server or a proxy answers, and whatever a loop above does with the
 //! answer, no kind is sent more often than its bucket allows: the bound holds by
 //! construction, not by a list of failures someone thought of. `build` puts it over both ways
 //! a request leaves the process (the `Client`'s and the direct one), outside their timeouts:
 //! a wait here is not a slow answer.
 //!
-//! The buckets are sized so that ordinary work never waits (README, "Request ceiling"): the
+//! The buckets are sized so that ordinary work never waits (docs, "Request ceiling"): the
 //! clearing PATCHes of a burst of 1,000 pods and their Events fit in the writes' burst, a
-//! paged list of 100 pages in the lists', and each watch of the process may start once at
-//! boot and again every few minutes without touching the watch starts' ceiling.
+//! paged list of 100 pages in its collection's, and a watch starts again every five minutes
+//! or so (its timeout), far below its ceiling of 20 a minute.
 
 use std::{
+    collections::HashMap,
     sync::{Arc, Mutex},
     task::{Context, Poll},
     time::Duration,
@@ -26,7 +27,7 @@ use tracing::info;
 use super::guard::is_watch;
 
 /// A kind of request, each with a bucket of its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// A GET with `watch=true`.
     WatchStart,
@@ -138,46 +139,100 @@ impl Bucket {
     }
 }
 
-/// The buckets of the process, one per kind.
+/// The buckets of the process: one per watched or listed collection (its path and
+/// selectors: each watch of the process has its own, so that a process with many watches, a
+/// webhook service's each, is not held back by their number, and one watch's storm does not
+/// starve the others), and one for all GETs and one for all writes.
 pub struct Limiter {
-    buckets: [Bucket; 4],
+    gets: Arc<Bucket>,
+    writes: Arc<Bucket>,
+    collections: Mutex<HashMap<(Kind, String), Arc<Bucket>>>,
+}
+
+/// A request let through: what to give back if it never reached a server.
+pub struct Admitted {
+    kind: Kind,
+    bucket: Arc<Bucket>,
+    /// How long the request waits for its token.
+    wait: Duration,
+}
+
+impl Admitted {
+    /// Waits for the request's turn.
+    pub async fn wait(&self) {
+        if !self.wait.is_zero() {
+            tokio::time::sleep(self.wait).await;
+        }
+    }
+
+    /// The request found no server listening (its connection refused): it does not count,
+    /// so that a server that is down is still tried about once a second (`backoff`) however
+    /// long it stays down.
+    pub fn failed(&self, e: &(dyn std::error::Error + 'static)) {
+        if crate::backoff::refused(e) {
+            self.bucket.refund();
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
 }
 
 impl Default for Limiter {
     fn default() -> Self {
-        Limiter {
-            buckets: Kind::ALL.map(Bucket::new),
-        }
+        Limiter::new()
     }
 }
 
 impl Limiter {
-    fn bucket(&self, kind: Kind) -> &Bucket {
-        &self.buckets[Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0)]
-    }
-
-    /// A request of `kind` found no server listening (its connection refused): it does not
-    /// count, so that a server that is down is still tried about once a second (`backoff`)
-    /// however long it stays down.
-    pub fn refused(&self, kind: Kind, e: &(dyn std::error::Error + 'static)) {
-        if crate::backoff::refused(e) {
-            self.bucket(kind).refund();
+    pub fn new() -> Limiter {
+        Limiter {
+            gets: Arc::new(Bucket::new(Kind::Get)),
+            writes: Arc::new(Bucket::new(Kind::Write)),
+            collections: Mutex::default(),
         }
     }
 
-    /// Waits until a request of `kind` may be sent.
-    pub async fn admit(&self, kind: Kind) {
-        let wait = self.bucket(kind).reserve();
-        if wait.is_zero() {
-            return;
+    fn bucket<B>(&self, kind: Kind, req: &Request<B>) -> Arc<Bucket> {
+        match kind {
+            Kind::Get => self.gets.clone(),
+            Kind::Write => self.writes.clone(),
+            Kind::WatchStart | Kind::List => {
+                let key = (kind, collection(req));
+                let mut all = self.collections.lock().unwrap_or_else(|p| p.into_inner());
+                all.entry(key)
+                    .or_insert_with(|| Arc::new(Bucket::new(kind)))
+                    .clone()
+            }
         }
+    }
+
+    /// Takes `req`'s token, now or ahead: `Admitted::wait` waits for its turn.
+    pub fn admit<B>(&self, req: &Request<B>) -> Admitted {
+        let kind = Kind::of(req);
+        let bucket = self.bucket(kind, req);
+        let wait = bucket.reserve();
         // A second or more is the ceiling at work: something sends far more than it should.
         if wait >= Duration::from_secs(1) {
-            info!(kind = kind.label(), wait = ?wait, ceiling_per_minute = kind.per_minute(),
+            info!(kind = kind.label(), path = req.uri().path(), wait = ?wait,
+                  ceiling_per_minute = kind.per_minute(),
                   "request held back by the client's rate limit");
         }
-        tokio::time::sleep(wait).await;
+        Admitted { kind, bucket, wait }
     }
+}
+
+/// A collection's identity: its path and its selectors.
+fn collection<B>(req: &Request<B>) -> String {
+    let mut key = req.uri().path().to_string();
+    for kv in req.uri().query().unwrap_or("").split('&') {
+        if kv.starts_with("labelSelector=") || kv.starts_with("fieldSelector=") {
+            key.push('&');
+            key.push_str(kv);
+        }
+    }
+    key
 }
 
 #[derive(Clone)]
@@ -219,14 +274,14 @@ where
         let mut inner = self.inner.clone();
         let limiter = self.limiter.clone();
         Box::pin(async move {
-            let kind = Kind::of(&req);
-            limiter.admit(kind).await;
+            let admitted = limiter.admit(&req);
+            admitted.wait().await;
             std::future::poll_fn(|cx| inner.poll_ready(cx))
                 .await
                 .map_err(Into::into)?;
             let res = inner.call(req).await.map_err(Into::into);
             if let Err(e) = &res {
-                limiter.refused(kind, &**e);
+                admitted.failed(&**e);
             }
             res
         })
@@ -298,18 +353,29 @@ mod tests {
         assert_eq!(ceilings, [20, 160, 400, 4_000]);
     }
 
+    /// A request of each kind.
+    fn of(kind: Kind) -> Request<()> {
+        let (method, uri) = match kind {
+            Kind::WatchStart => ("GET", "/api/v1/pods?labelSelector=a&watch=true"),
+            Kind::List => ("GET", "/api/v1/pods?labelSelector=a&limit=500"),
+            Kind::Get => ("GET", "/api/v1/namespaces/a/pods/b"),
+            Kind::Write => ("PATCH", "/api/v1/namespaces/a/pods/b"),
+        };
+        Request::builder().method(method).uri(uri).body(()).unwrap()
+    }
+
     /// Every kind, asked for far more than its ceiling for a minute at once: exactly the
     /// ceiling is let through in the minute, and the burst at once.
     #[tokio::test(start_paused = true)]
     async fn no_kind_passes_more_than_its_ceiling_in_a_minute() {
         for kind in Kind::ALL {
-            let limiter = Arc::new(Limiter::default());
+            let limiter = Arc::new(Limiter::new());
             let start = Instant::now();
             let (burst, _) = kind.bucket();
             let mut at_once = 0;
             let mut in_minute = 0;
             for _ in 0..(kind.per_minute() * 3) {
-                limiter.admit(kind).await;
+                limiter.admit(&of(kind)).wait().await;
                 let t = start.elapsed();
                 if t.is_zero() {
                     at_once += 1;
@@ -327,23 +393,55 @@ mod tests {
     /// sooner (reservations, not a race for the next token).
     #[tokio::test(start_paused = true)]
     async fn a_cancelled_wait_does_not_make_room() {
-        let limiter = Limiter::default();
+        let limiter = Limiter::new();
+        let watch = of(Kind::WatchStart);
         let (burst, _) = Kind::WatchStart.bucket();
         for _ in 0..burst {
-            limiter.admit(Kind::WatchStart).await;
+            limiter.admit(&watch).wait().await;
         }
         let start = Instant::now();
-        let cancelled =
-            tokio::time::timeout(Duration::from_secs(1), limiter.admit(Kind::WatchStart)).await;
+        let ticket = limiter.admit(&watch);
+        let cancelled = tokio::time::timeout(Duration::from_secs(1), ticket.wait()).await;
         assert!(cancelled.is_err());
-        limiter.admit(Kind::WatchStart).await;
+        limiter.admit(&watch).wait().await;
         assert_eq!(start.elapsed(), Duration::from_secs(12));
+    }
+
+    /// Each watched collection has its own watch starts and LISTs; GETs and writes are one
+    /// bucket each, whatever the object.
+    #[tokio::test(start_paused = true)]
+    async fn each_collection_has_a_bucket_of_its_own() {
+        let limiter = Limiter::new();
+        let start = Instant::now();
+        for n in 0..30 {
+            let slices = format!(
+                "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices?labelSelector=\
+                 kubernetes.io%2Fservice-name%3Dsvc-{n}&watch=true"
+            );
+            let watch = Request::get(slices).body(()).unwrap();
+            limiter.admit(&watch).wait().await;
+            let list = Request::get(format!("/api/v1/namespaces/ns-{n}/pods"));
+            limiter.admit(&list.body(()).unwrap()).wait().await;
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "30 watches start at once");
+        for n in 0..Kind::Get.bucket().0 + 1 {
+            let get = format!("/api/v1/namespaces/a/pods/p-{n}");
+            limiter
+                .admit(&Request::get(get).body(()).unwrap())
+                .wait()
+                .await;
+        }
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(200),
+            "GETs share one"
+        );
     }
 
     /// A request whose connection was refused gives its token back; any other failure not.
     #[tokio::test(start_paused = true)]
     async fn a_refused_connection_does_not_count() {
-        let limiter = Arc::new(Limiter::default());
+        let limiter = Arc::new(Limiter::new());
         let refused = tower::service_fn(|_req: Request<()>| async {
             let e = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
             Err::<Response<()>, BoxError>(Box::new(e))
@@ -370,7 +468,7 @@ mod tests {
     /// The layer: requests of one kind wait, others do not.
     #[tokio::test(start_paused = true)]
     async fn the_layer_holds_back_only_the_spent_kind() {
-        let limiter = Arc::new(Limiter::default());
+        let limiter = Arc::new(Limiter::new());
         let service =
             tower::service_fn(|_req: Request<()>| async { Ok::<_, BoxError>(Response::new(())) });
         let mut limited = LimitLayer(limiter).layer(service);

@@ -109,7 +109,7 @@ pub fn build(
         stack(&config, timeouts!(&config, https)).map_err(|e| tls_error(&url, e))?
     };
     // One limiter for both ways out, outside their timeouts (`limit.rs`).
-    let limiter = Arc::new(Limiter::default());
+    let limiter = Arc::new(Limiter::new());
     let client = ClientBuilder::new(stack.clone(), config.default_namespace.clone())
         .with_layer(&layer)
         .with_layer(&DeadlineLayer(request_timeout))

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod control_plane;
+pub mod fuzz;
 pub mod helm;
 pub mod node;
 

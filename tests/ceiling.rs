@@ -1,0 +1,216 @@
+//! The answers that once made metainit hot-loop (#49), each held for a minute by a proxy of
+//! ours in front of the double (tests/common/fuzz.rs), every row at once: the LISTs and
+//! watch starts the server saw in that minute, printed as the table README, "Request
+//! ceiling", gives, and bounded. Before #49, on one labelled gated pod (a 50 ms wait before
+//! each faulty answer, as here): a watch answered 200 that ends at once, 1,152 to 1,170
+//! watch starts a minute with `/readyz` 200; one BOOKMARK and the end, 1,151 to 1,169; a
+//! list whose every page repeats its continue token, 1,150 to 1,167 LISTs.
+//!
+//! The bound asserted is what the watch's backoff gives a failure (0.8 s doubling to 30 s: 7
+//! attempts in a minute; a list that repeats its token takes two pages an attempt, 14) with
+//! room to spare, at most 20 of each (a list whose tokens go round three takes four pages an
+//! attempt: 28): the limiter's ceiling (20 watch starts, 160 LISTs) is the
+//! floor under it, for what no row names. After the minute the server is healthy again: a
+//! pod created then is cleared and `/readyz` is 200 within the longest backoff step and a
+//! watch start's wait.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{fuzz::*, *};
+use metainit::client::RequestKind;
+
+const HELD: Duration = Duration::from_secs(60);
+const RECOVER: Duration = Duration::from_secs(60);
+const MOST: usize = 20;
+
+struct Row {
+    what: &'static str,
+    kind: RequestKind,
+    fault: Fault,
+    /// The most LISTs and watch starts in the minute.
+    most: usize,
+}
+
+fn rows() -> Vec<Row> {
+    let watch = |s: Stream| Fault::Delay(Duration::from_millis(50), Box::new(Fault::Watch(s)));
+    let list = |f: Fault| Fault::Delay(Duration::from_millis(50), Box::new(f));
+    vec![
+        Row {
+            what: "every watch start: 200, and the stream ends at once with no event",
+            kind: RequestKind::WatchStart,
+            fault: watch(Stream::default()),
+            most: MOST,
+        },
+        Row {
+            what: "every watch start: 200, one BOOKMARK, then the end",
+            kind: RequestKind::WatchStart,
+            fault: watch(Stream {
+                bookmarks: 1,
+                ..Stream::default()
+            }),
+            most: MOST,
+        },
+        Row {
+            what: "every LIST page: the same continue token",
+            kind: RequestKind::List,
+            fault: list(Fault::List(Tokens::Same)),
+            most: MOST,
+        },
+        Row {
+            what: "every LIST page: continue tokens that go round three",
+            kind: RequestKind::List,
+            fault: list(Fault::List(Tokens::Cycle(3))),
+            // Four pages before a token comes round, 7 attempts: 28.
+            most: 28,
+        },
+        Row {
+            what: "every watch start: a line that is not JSON",
+            kind: RequestKind::WatchStart,
+            fault: watch(Stream {
+                garbage: 1,
+                ..Stream::default()
+            }),
+            most: MOST,
+        },
+        Row {
+            what: "every watch start: an ERROR event with code 500 and no reason",
+            kind: RequestKind::WatchStart,
+            fault: watch(Stream {
+                errors: vec![(500, String::new(), String::new())],
+                ..Stream::default()
+            }),
+            most: MOST,
+        },
+        Row {
+            what: "every LIST: 307 to its own URL",
+            kind: RequestKind::List,
+            fault: list(Fault::Redirect(307, None)),
+            most: MOST,
+        },
+    ]
+}
+
+/// What one row measured.
+struct Measured {
+    lists: usize,
+    watches: usize,
+    readyz: u16,
+    log: Vec<String>,
+}
+
+async fn hold(row: &Row) -> Measured {
+    let bed = Bed::modern().await;
+    bed.double
+        .create(
+            "pods",
+            "default",
+            gated_pod("before", true, &["example.com/g"]),
+        )
+        .unwrap();
+    let proxy = Proxy::start(&bed.kubeconfig, Plan::Fixed(row.kind, row.fault.clone())).await;
+    let kubeconfig = bed.dir.path().join("proxied");
+    proxy.write_kubeconfig(&bed.kubeconfig, &kubeconfig);
+    proxy.faulty(true);
+    let start = Instant::now();
+    let m = Metainit::spawn(&[
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--admin-addr".into(),
+        "127.0.0.1:0".into(),
+    ]);
+    let addr = m.admin_addr().await;
+    tokio::time::sleep(HELD.saturating_sub(start.elapsed())).await;
+    let (readyz, _) = admin_get(&addr, "/readyz").await;
+    let seen: Vec<Seen> = proxy
+        .seen()
+        .into_iter()
+        .filter(|s| s.at <= start + HELD)
+        .collect();
+    let count = |kind| seen.iter().filter(|s| s.kind == kind).count();
+    let measured = Measured {
+        lists: count(RequestKind::List),
+        watches: count(RequestKind::WatchStart),
+        readyz,
+        log: m.log(),
+    };
+    proxy.faulty(false);
+    bed.double
+        .create(
+            "pods",
+            "default",
+            gated_pod("after", true, &["example.com/g"]),
+        )
+        .unwrap();
+    eventually(
+        &format!("{}: the pod created after the fault cleared", row.what),
+        RECOVER,
+        || {
+            bed.double
+                .get("pods", "default", "after")
+                .is_some_and(|p| gates(&p).is_empty())
+        },
+    )
+    .await;
+    until_readyz(&addr, RECOVER).await;
+    m.stop().await;
+    measured
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_answer_makes_metainit_loop() {
+    let rows = rows();
+    let results = futures::future::join_all(rows.iter().map(hold)).await;
+    eprintln!("| the server's answer, for a minute | LISTs | watch starts | /readyz |");
+    eprintln!("|---|---|---|---|");
+    let mut wrong = Vec::new();
+    for (row, m) in rows.iter().zip(&results) {
+        eprintln!(
+            "| {} | {} | {} | {} |",
+            row.what, m.lists, m.watches, m.readyz
+        );
+        if m.lists > row.most || m.watches > row.most {
+            wrong.push(format!(
+                "{}: {} LISTs and {} watch starts in a minute (at most {} each)",
+                row.what, m.lists, m.watches, row.most
+            ));
+        }
+        if m.readyz != 503 {
+            wrong.push(format!(
+                "{}: /readyz {} while it cannot watch",
+                row.what, m.readyz
+            ));
+        }
+        if let Some(p) = m.log.iter().find(|l| l.contains("panicked")) {
+            wrong.push(format!("{}: {p}", row.what));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // The words: a redirect named, an ERROR event with no reason not "500 : ".
+    let redirect = &results[6].log;
+    assert!(
+        redirect
+            .iter()
+            .any(|l| l.contains("307 Temporary Redirect redirecting to http://127.0.0.1")),
+        "the 307 not named: {redirect:#?}"
+    );
+    let error = &results[5].log;
+    assert!(
+        error.iter().any(|l| l.contains("watch error: 500"))
+            && !error.iter().any(|l| l.contains("500 : ")),
+        "the ERROR event's words: {error:#?}"
+    );
+    let short = &results[0].log;
+    assert!(
+        short.iter().any(|l| l.contains("watch ended at once")),
+        "the short watch not said: {short:#?}"
+    );
+    let repeated = &results[2].log;
+    assert!(
+        repeated.iter().any(|l| l.contains("continue token")
+            && l.contains("fuzz-same")
+            && l.contains("again")),
+        "the repeated token not said: {repeated:#?}"
+    );
+}

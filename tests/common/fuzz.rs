@@ -1,0 +1,613 @@
+//! A proxy of ours on 127.0.0.1 between metainit and an API server (the double, or the real
+//! kube-apiserver), which forwards every request while healthy and, while faulty, answers
+//! each one from a fault plan: one fixed answer per request kind (the rows of the ceiling's
+//! table, tests/ceiling.rs), or an answer drawn at random from a large space with a seed
+//! (tests/fuzz.rs): any status with any `Retry-After`, redirects, resets, delays, bodies
+//! that are not JSON or are cut off, watch streams that end at once or after bookmarks,
+//! ERROR events of any code, garbage lines, objects, and continue tokens that repeat, cycle
+//! or never end. It counts what it received, by the limiter's kinds, with the time.
+
+use std::{
+    convert::Infallible,
+    path::Path,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use futures::StreamExt;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, StreamBody, combinators::UnsyncBoxBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use metainit::client::RequestKind;
+use serde_json::{Value, json};
+
+/// The proxy's errors: a concrete type (hyper's bounds and a boxed error's lifetime do not
+/// get on inside a spawned connection).
+type BoxError = std::io::Error;
+
+type Body = UnsyncBoxBody<Bytes, BoxError>;
+
+fn err(e: impl std::fmt::Display) -> BoxError {
+    std::io::Error::other(e.to_string())
+}
+
+/// A small deterministic generator (splitmix64): a seed replays the same answers.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// How a list's continue token misbehaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tokens {
+    /// The same token on every page.
+    Same,
+    /// Tokens that go round among this many.
+    Cycle(u32),
+    /// A new token on every page, for ever.
+    Endless,
+}
+
+/// A watch stream made up here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stream {
+    pub bookmarks: u32,
+    /// ERROR events: code, reason, message (any of them may be odd or empty).
+    pub errors: Vec<(u16, String, String)>,
+    pub garbage: u32,
+    /// ADDED events of a made-up labelled, gated pod.
+    pub objects: u32,
+    /// How long it stays open after its lines.
+    pub linger: Duration,
+    /// Cut off (the connection dropped) rather than ended.
+    pub cut: bool,
+}
+
+/// One answer to one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The upstream's answer, whole.
+    Forward,
+    /// The upstream's answer to a watch, ended after this long.
+    ForwardFor(Duration),
+    /// A status of the proxy's own: code, `Retry-After` (any text), and a body (`None`: a
+    /// Status with random words; `Some`: this text).
+    Status(u16, Option<String>, Option<String>),
+    /// A redirect: code and where to (`None`: the request's own URL).
+    Redirect(u16, Option<String>),
+    /// The connection dropped with no answer.
+    Reset,
+    /// Waits, then answers.
+    Delay(Duration, Box<Fault>),
+    /// 200 with a body that is not JSON.
+    NotJson,
+    /// 200 with the start of a JSON body, then the connection dropped.
+    CutBody,
+    /// A watch answered 200 with this stream.
+    Watch(Stream),
+    /// A list forwarded, with its continue token replaced.
+    List(Tokens),
+}
+
+/// Which answer each request gets while the proxy is faulty.
+#[derive(Clone, Debug)]
+pub enum Plan {
+    /// The same answer to every request of one kind; the others forwarded.
+    Fixed(RequestKind, Fault),
+    /// An answer drawn from the whole space; `watch_works` says whether a watch may ever
+    /// run (be forwarded long enough, or deliver an object).
+    Random { seed: u64, watch_works: bool },
+}
+
+/// What the proxy received: when, and of which kind.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub at: Instant,
+    pub kind: RequestKind,
+    pub what: String,
+}
+
+struct Shared {
+    upstream: kube::Client,
+    plan: Plan,
+    rng: Mutex<Rng>,
+    faulty: AtomicBool,
+    /// Bumped when the proxy turns faulty: forwarded watches end.
+    generation: AtomicU64,
+    seen: Mutex<Vec<Seen>>,
+    /// Continue tokens handed out, for `Tokens::Cycle` and `Endless`.
+    tokens: AtomicU64,
+    url: String,
+}
+
+/// The running proxy.
+pub struct Proxy {
+    shared: Arc<Shared>,
+    pub url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Proxy {
+    /// A proxy in front of the server `kubeconfig` names, healthy until `faulty(true)`.
+    pub async fn start(kubeconfig: &Path, plan: Plan) -> Proxy {
+        let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig read");
+        let options = kube::config::KubeConfigOptions::default();
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &options)
+            .await
+            .expect("kubeconfig usable");
+        config.default_retry = false;
+        let upstream = kube::Client::try_from(config).expect("upstream client");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seed = match &plan {
+            Plan::Random { seed, .. } => *seed,
+            Plan::Fixed(..) => 0,
+        };
+        let shared = Arc::new(Shared {
+            upstream,
+            plan,
+            rng: Mutex::new(Rng::new(seed)),
+            faulty: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            seen: Mutex::new(Vec::new()),
+            tokens: AtomicU64::new(0),
+            url: url.clone(),
+        });
+        let task = tokio::spawn(accept(listener, shared.clone()));
+        Proxy { shared, url, task }
+    }
+
+    /// Faulty (every answer from the plan, forwarded watches ended) or healthy.
+    pub fn faulty(&self, on: bool) {
+        if on {
+            self.shared.generation.fetch_add(1, Ordering::SeqCst);
+        }
+        self.shared.faulty.store(on, Ordering::SeqCst);
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.shared.seen.lock().unwrap().clone()
+    }
+
+    /// A kubeconfig for metainit: the proxy's plain-HTTP address, the upstream's user.
+    pub fn write_kubeconfig(&self, upstream: &Path, out: &Path) {
+        let text = std::fs::read_to_string(upstream).expect("kubeconfig read");
+        let mut kc: Value = serde_saphyr::from_str(&text).expect("kubeconfig parsed");
+        for cluster in kc["clusters"].as_array_mut().expect("clusters") {
+            let c = &mut cluster["cluster"];
+            c["server"] = json!(self.url);
+            if let Some(m) = c.as_object_mut() {
+                m.remove("certificate-authority");
+                m.remove("certificate-authority-data");
+                m.remove("insecure-skip-tls-verify");
+            }
+        }
+        std::fs::write(out, serde_json::to_string(&kc).unwrap()).expect("kubeconfig written");
+    }
+}
+
+/// The most requests of `kind` in any `window` of `seen` (a window starts at a request).
+pub fn most_in_window(seen: &[Seen], kind: RequestKind, window: Duration) -> usize {
+    let times: Vec<Instant> = seen
+        .iter()
+        .filter(|s| s.kind == kind)
+        .map(|s| s.at)
+        .collect();
+    (0..times.len())
+        .map(|i| {
+            times[i..]
+                .iter()
+                .take_while(|t| **t < times[i] + window)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    while let Ok((conn, _)) = listener.accept().await {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let shared = shared.clone();
+                async move { handle(shared, req).await }
+            });
+            let io = hyper_util::rt::TokioIo::new(conn);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, BoxError> {
+    let kind = RequestKind::of(&req);
+    let what = format!("{} {}", req.method(), req.uri());
+    shared.seen.lock().unwrap().push(Seen {
+        at: Instant::now(),
+        kind,
+        what,
+    });
+    let fault = if shared.faulty.load(Ordering::SeqCst) {
+        choose(&shared, kind)
+    } else {
+        Fault::Forward
+    };
+    answer(shared, req, fault).await
+}
+
+fn choose(shared: &Shared, kind: RequestKind) -> Fault {
+    match &shared.plan {
+        Plan::Fixed(k, f) if *k == kind => f.clone(),
+        Plan::Fixed(..) => Fault::Forward,
+        Plan::Random { watch_works, .. } => {
+            let mut rng = shared.rng.lock().unwrap();
+            random_fault(&mut rng, kind, *watch_works, 0)
+        }
+    }
+}
+
+const ODD_CODES: [u16; 12] = [200, 201, 204, 206, 299, 300, 304, 399, 418, 499, 599, 999];
+const REDIRECTS: [u16; 5] = [301, 302, 303, 307, 308];
+
+/// One answer from the whole space.
+pub fn random_fault(rng: &mut Rng, kind: RequestKind, watch_works: bool, depth: u32) -> Fault {
+    let watch = kind == RequestKind::WatchStart;
+    match rng.below(12) {
+        0 if !watch || watch_works => Fault::Forward,
+        1 => {
+            let code = if rng.chance(20) {
+                *rng.pick(&ODD_CODES)
+            } else {
+                400 + rng.below(200) as u16
+            };
+            Fault::Status(code, random_retry_after(rng), random_body(rng))
+        }
+        2 => {
+            let to = rng
+                .chance(50)
+                .then(|| "http://127.0.0.1:1/elsewhere".to_string());
+            Fault::Redirect(*rng.pick(&REDIRECTS), to)
+        }
+        3 => Fault::Reset,
+        4 if depth == 0 => {
+            let wait = Duration::from_millis(rng.below(3_000));
+            Fault::Delay(wait, Box::new(random_fault(rng, kind, watch_works, 1)))
+        }
+        5 => Fault::NotJson,
+        6 => Fault::CutBody,
+        7..=9 if watch => Fault::Watch(random_stream(rng, watch_works)),
+        7..=9 if kind == RequestKind::List => Fault::List(match rng.below(3) {
+            0 => Tokens::Same,
+            1 => Tokens::Cycle(2 + rng.below(3) as u32),
+            _ => Tokens::Endless,
+        }),
+        10 if watch => {
+            let most = if watch_works { 5_000 } else { 900 };
+            Fault::ForwardFor(Duration::from_millis(rng.below(most)))
+        }
+        _ => Fault::Status(500 + rng.below(5) as u16, random_retry_after(rng), None),
+    }
+}
+
+fn random_retry_after(rng: &mut Rng) -> Option<String> {
+    match rng.below(7) {
+        0 => Some(rng.below(5).to_string()),
+        1 => Some(rng.below(100_000).to_string()),
+        2 => Some("-3".into()),
+        3 => Some("soon".into()),
+        4 => Some("Wed, 21 Oct 2015 07:28:00 GMT".into()),
+        5 => Some(u64::MAX.to_string()),
+        _ => None,
+    }
+}
+
+fn random_body(rng: &mut Rng) -> Option<String> {
+    match rng.below(4) {
+        0 => Some(String::new()),
+        1 => Some("<html>nope</html>".into()),
+        2 => Some("{\"kind\":\"Status\",\"code\":".into()),
+        _ => None,
+    }
+}
+
+fn random_stream(rng: &mut Rng, watch_works: bool) -> Stream {
+    let errors = (0..rng.below(3))
+        .map(|_| {
+            let code = rng.below(1_000) as u16;
+            let reason = if rng.chance(50) {
+                String::new()
+            } else {
+                "Odd".into()
+            };
+            let message = if rng.chance(50) {
+                String::new()
+            } else {
+                "fuzz".into()
+            };
+            (code, reason, message)
+        })
+        .collect();
+    let linger = if watch_works {
+        Duration::from_millis(rng.below(3_000))
+    } else {
+        Duration::from_millis(rng.below(600))
+    };
+    Stream {
+        bookmarks: rng.below(4) as u32,
+        errors,
+        garbage: rng.below(3) as u32,
+        objects: if watch_works { rng.below(3) as u32 } else { 0 },
+        linger,
+        cut: rng.chance(30),
+    }
+}
+
+fn full(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(
+        http_body_util::Full::new(body.into())
+            .map_err(|never: Infallible| match never {})
+            .boxed_unsync(),
+    );
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        "application/json".parse().unwrap(),
+    );
+    r
+}
+
+type Answered = Result<Response<Body>, BoxError>;
+
+fn answer(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    fault: Fault,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Answered> + Send + 'static>> {
+    Box::pin(async move {
+        match fault {
+            Fault::Forward => forward(&shared, req, None).await,
+            Fault::ForwardFor(d) => forward(&shared, req, Some(d)).await,
+            Fault::Status(code, retry_after, body) => Ok(status(code, retry_after, body)),
+            Fault::Redirect(code, to) => {
+                let to = to.unwrap_or_else(|| format!("{}{}", shared.url, req.uri()));
+                let mut r = full(StatusCode::from_u16(code).unwrap(), "<a>moved</a>");
+                r.headers_mut()
+                    .insert(http::header::LOCATION, to.parse().unwrap());
+                Ok(r)
+            }
+            Fault::Reset => Err(err("reset")),
+            Fault::Delay(d, then) => {
+                tokio::time::sleep(d).await;
+                answer(shared, req, *then).await
+            }
+            Fault::NotJson => Ok(full(StatusCode::OK, "<html><body>Sign in</body></html>")),
+            Fault::CutBody => Ok(cut_body()),
+            Fault::Watch(s) => Ok(watch_stream(s, &version_of(&req))),
+            Fault::List(tokens) => list(&shared, req, tokens).await,
+        }
+    })
+}
+
+fn status(code: u16, retry_after: Option<String>, body: Option<String>) -> Response<Body> {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::IM_A_TEAPOT);
+    let body = body.unwrap_or_else(|| {
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+               "code": code.as_u16(), "reason": "", "message": "fuzz"})
+        .to_string()
+    });
+    let mut r = full(code, body);
+    if let Some(ra) = retry_after {
+        r.headers_mut()
+            .insert(http::header::RETRY_AFTER, ra.parse().unwrap());
+    }
+    r
+}
+
+fn stream_body(
+    items: impl futures::Stream<Item = Result<Frame<Bytes>, BoxError>> + Send + 'static,
+) -> Response<Body> {
+    let mut r = Response::new(BodyExt::boxed_unsync(StreamBody::new(items)));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        "application/json".parse().unwrap(),
+    );
+    r
+}
+
+fn cut_body() -> Response<Body> {
+    let items = futures::stream::iter([
+        Ok(Frame::data(Bytes::from_static(
+            b"{\"kind\":\"PodList\",\"items\":[{",
+        ))),
+        Err::<Frame<Bytes>, BoxError>(err("cut")),
+    ]);
+    stream_body(items)
+}
+
+/// The resourceVersion a watch asked to start from.
+fn version_of<B>(req: &Request<B>) -> String {
+    req.uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("resourceVersion="))
+        .unwrap_or("0")
+        .to_string()
+}
+
+/// A stream made up here; its bookmarks and objects at the version the watch asked for (a
+/// version from the future would be a server's lie, not a fault a client can survive).
+fn watch_stream(s: Stream, version: &str) -> Response<Body> {
+    let mut lines = Vec::new();
+    for _ in 0..s.bookmarks {
+        lines.push(
+            json!({"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"resourceVersion": version}}})
+            .to_string(),
+        );
+    }
+    for i in 0..s.objects {
+        lines.push(
+            json!({"type": "ADDED", "object": {"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": format!("fuzz-{i}"), "namespace": "default",
+                         "resourceVersion": version,
+                         "labels": {super::LABEL: "true"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}],
+                     "schedulingGates": [{"name": "example.com/fuzz"}]}}})
+            .to_string(),
+        );
+    }
+    for (code, reason, message) in &s.errors {
+        lines.push(
+            json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
+            "status": "Failure", "code": code, "reason": reason, "message": message}})
+            .to_string(),
+        );
+    }
+    for _ in 0..s.garbage {
+        lines.push("this is no event".to_string());
+    }
+    let frames = lines
+        .into_iter()
+        .map(|l| Ok(Frame::data(Bytes::from(format!("{l}\n")))));
+    let linger = s.linger;
+    let cut = s.cut;
+    let tail = futures::stream::once(async move {
+        tokio::time::sleep(linger).await;
+        if cut {
+            Err::<Frame<Bytes>, BoxError>(err("cut"))
+        } else {
+            Ok(Frame::data(Bytes::new()))
+        }
+    });
+    stream_body(futures::stream::iter(frames).chain(tail))
+}
+
+/// The request for the upstream: the same method, path, query (less a continue token of
+/// ours) and body.
+async fn upstream_request(req: Request<Incoming>) -> Result<Request<kube::client::Body>, BoxError> {
+    let (parts, body) = req.into_parts();
+    let bytes = body.collect().await.map_err(err)?.to_bytes();
+    let path = parts.uri.path();
+    let query: Vec<&str> = parts
+        .uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|kv| !kv.is_empty() && !kv.starts_with("continue=fuzz-"))
+        .collect();
+    let uri = if query.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{}", query.join("&"))
+    };
+    let mut out = Request::builder().method(parts.method).uri(uri);
+    for (k, v) in &parts.headers {
+        if k == http::header::CONTENT_TYPE || k == http::header::ACCEPT {
+            out = out.header(k, v);
+        }
+    }
+    out.body(kube::client::Body::from(bytes.to_vec()))
+        .map_err(err)
+}
+
+async fn forward(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    until: Option<Duration>,
+) -> Result<Response<Body>, BoxError> {
+    let up = shared
+        .upstream
+        .send(upstream_request(req).await?)
+        .await
+        .map_err(err)?;
+    let (parts, body) = up.into_parts();
+    let generation = shared.generation.load(Ordering::SeqCst);
+    let gen_of = shared.clone();
+    let deadline = until.map(|d| tokio::time::Instant::now() + d);
+    // Ends when the proxy turns faulty, or at `until`.
+    let frames = body
+        .into_data_stream()
+        .map(|b| b.map(Frame::data).map_err(err));
+    let stop = async move {
+        loop {
+            if gen_of.generation.load(Ordering::SeqCst) != generation {
+                return;
+            }
+            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let frames = frames.take_until(Box::pin(stop));
+    let mut r = Response::from_parts(parts, BodyExt::boxed_unsync(StreamBody::new(frames)));
+    r.headers_mut().remove(http::header::CONTENT_LENGTH);
+    Ok(r)
+}
+
+async fn list(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    tokens: Tokens,
+) -> Result<Response<Body>, BoxError> {
+    let up = shared
+        .upstream
+        .send(upstream_request(req).await?)
+        .await
+        .map_err(err)?;
+    let code = up.status();
+    let bytes = up.into_body().collect().await.map_err(err)?.to_bytes();
+    let Ok(mut list) = serde_json::from_slice::<Value>(&bytes) else {
+        return Ok(full(code, bytes));
+    };
+    let n = shared.tokens.fetch_add(1, Ordering::SeqCst);
+    let token = match tokens {
+        Tokens::Same => "fuzz-same".to_string(),
+        Tokens::Cycle(k) => format!("fuzz-{}", n % u64::from(k)),
+        Tokens::Endless => format!("fuzz-n{n}"),
+    };
+    list["metadata"]["continue"] = json!(token);
+    Ok(full(code, list.to_string()))
+}
+
+/// The requests of each kind, as one line.
+pub fn counts(seen: &[Seen]) -> String {
+    let mut out = String::new();
+    for kind in RequestKind::ALL {
+        let n = seen.iter().filter(|s| s.kind == kind).count();
+        out.push_str(&format!("{}={n} ", kind.label()));
+    }
+    out
+}
