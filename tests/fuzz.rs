@@ -12,8 +12,11 @@
 //! - metainit neither exits nor panics;
 //! - where the seed never lets a watch run (half of them: no watch answered lasts a second
 //!   or carries an object), `/readyz` is 503 at the end of the minute;
-//! - once the proxy forwards again, a labelled gated pod created then is cleared, and
-//!   `/readyz` is 200, within `RECOVER`.
+//! - once the proxy forwards again, the labelled gated pods created during the minute and
+//!   then are cleared, and `/readyz` is 200, within `RECOVER`.
+//!
+//! metainit resyncs every 15 s there, so that its lists meet the faults as often as its
+//! watch starts do, and a pod created 20 s into the minute brings PATCHes and Events.
 //!
 //! A failing seed is printed; `METAINIT_FUZZ_SEED=N cargo test --test fuzz` replays it
 //! alone, and a seed that found a bug goes into `REGRESSIONS`, replayed on every run.
@@ -49,11 +52,14 @@ async fn run(seed: u64) -> Result<String, String> {
     let proxy = Proxy::start(&bed.kubeconfig, Plan::Random { seed, watch_works }).await;
     let kubeconfig = bed.dir.path().join("proxied");
     proxy.write_kubeconfig(&bed.kubeconfig, &kubeconfig);
+    // A resync every 15 s: the lists see the faults too, not only after a 410.
     let mut m = Metainit::spawn(&[
         "--kubeconfig".into(),
         kubeconfig.display().to_string(),
         "--admin-addr".into(),
         "127.0.0.1:0".into(),
+        "--resync-period".into(),
+        "15s".into(),
     ]);
     let addr = m.admin_addr().await;
     let ready = Instant::now();
@@ -65,7 +71,16 @@ async fn run(seed: u64) -> Result<String, String> {
     }
     let start = Instant::now();
     proxy.faulty(true);
-    tokio::time::sleep(FAULTY).await;
+    // A pod to clear while the faults last: its PATCH and Event see them too.
+    tokio::time::sleep(FAULTY / 3).await;
+    bed.double
+        .create(
+            "pods",
+            "default",
+            gated_pod("during", true, &["example.com/g"]),
+        )
+        .unwrap();
+    tokio::time::sleep(FAULTY - FAULTY / 3).await;
     let (readyz, why) = admin_get(&addr, "/readyz").await;
     proxy.faulty(false);
     let seen: Vec<Seen> = proxy
@@ -97,9 +112,11 @@ async fn run(seed: u64) -> Result<String, String> {
         .unwrap();
     let healed = Instant::now();
     let cleared = || {
-        bed.double
-            .get("pods", "default", "after")
-            .is_some_and(|p| gates(&p).is_empty())
+        ["during", "after"].iter().all(|name| {
+            bed.double
+                .get("pods", "default", name)
+                .is_some_and(|p| gates(&p).is_empty())
+        })
     };
     while !(cleared() && admin_get(&addr, "/readyz").await.0 == 200) {
         if healed.elapsed() > RECOVER {
@@ -127,12 +144,17 @@ async fn run(seed: u64) -> Result<String, String> {
         if watch_works { "may run" } else { "never runs" },
         counts(&seen)
     );
+    let log = m.log();
     m.stop().await;
     if wrong.is_empty() {
-        Ok(summary)
-    } else {
-        Err(format!("{summary}\n  {}", wrong.join("\n  ")))
+        return Ok(summary);
     }
+    // The end of metainit's log, to see where it stands.
+    let tail = log[log.len().saturating_sub(20)..].join("\n    ");
+    Err(format!(
+        "{summary}\n  {}\n  log:\n    {tail}",
+        wrong.join("\n  ")
+    ))
 }
 
 /// The most requests of `kind` in any minute, for the one collection that had the most

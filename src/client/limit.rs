@@ -7,7 +7,8 @@
 //! a wait here is not a slow answer.
 //!
 //! The buckets are sized so that ordinary work never waits (docs, "Request ceiling"): the
-//! clearing PATCHes of a burst of 1,000 pods and their Events fit in the writes' burst, a
+//! clearing PATCHes of a burst of 1,000 pods fit in the PATCHes' burst and their Events in
+//! the writes', a
 //! paged list of 100 pages in its collection's, and a watch starts again every five minutes
 //! or so (its timeout), far below its ceiling of 20 a minute.
 
@@ -35,13 +36,20 @@ pub enum Kind {
     List,
     /// Any other GET: one object, discovery, `/version`, `/readyz`.
     Get,
-    /// A PATCH, POST, PUT or DELETE: the clearing PATCHes, Events, the webhook
-    /// configurations' changes.
+    /// A PATCH: the clearing PATCHes, the webhook configurations' changes.
+    Patch,
+    /// A POST, PUT or DELETE: the Events, one per object cleared.
     Write,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::WatchStart, Kind::List, Kind::Get, Kind::Write];
+    pub const ALL: [Kind; 5] = [
+        Kind::WatchStart,
+        Kind::List,
+        Kind::Get,
+        Kind::Patch,
+        Kind::Write,
+    ];
 
     /// The burst, and the requests a second after it.
     pub const fn bucket(self) -> (u32, f64) {
@@ -49,7 +57,7 @@ impl Kind {
             Kind::WatchStart => (10, 1.0 / 6.0),
             Kind::List => (100, 1.0),
             Kind::Get => (100, 5.0),
-            Kind::Write => (1_000, 50.0),
+            Kind::Patch | Kind::Write => (1_000, 50.0),
         }
     }
 
@@ -64,6 +72,7 @@ impl Kind {
             Kind::WatchStart => "watch",
             Kind::List => "list",
             Kind::Get => "get",
+            Kind::Patch => "patch",
             Kind::Write => "write",
         }
     }
@@ -72,6 +81,9 @@ impl Kind {
     /// a LIST from a GET: a collection's path is `/api/v1/PLURAL`,
     /// `/api/v1/namespaces/NS/PLURAL` or the same under `/apis/GROUP/VERSION`.
     pub fn of<B>(req: &Request<B>) -> Kind {
+        if req.method() == Method::PATCH {
+            return Kind::Patch;
+        }
         if req.method() != Method::GET && req.method() != Method::HEAD {
             return Kind::Write;
         }
@@ -142,9 +154,11 @@ impl Bucket {
 /// The buckets of the process: one per watched or listed collection (its path and
 /// selectors: each watch of the process has its own, so that a process with many watches, a
 /// webhook service's each, is not held back by their number, and one watch's storm does not
-/// starve the others), and one for all GETs and one for all writes.
+/// starve the others), and one each for all GETs, all PATCHes and all other writes (the
+/// Events do not take the clearing PATCHes' turns).
 pub struct Limiter {
     gets: Arc<Bucket>,
+    patches: Arc<Bucket>,
     writes: Arc<Bucket>,
     collections: Mutex<HashMap<(Kind, String), Arc<Bucket>>>,
 }
@@ -189,6 +203,7 @@ impl Limiter {
     pub fn new() -> Limiter {
         Limiter {
             gets: Arc::new(Bucket::new(Kind::Get)),
+            patches: Arc::new(Bucket::new(Kind::Patch)),
             writes: Arc::new(Bucket::new(Kind::Write)),
             collections: Mutex::default(),
         }
@@ -197,6 +212,7 @@ impl Limiter {
     fn bucket<B>(&self, kind: Kind, req: &Request<B>) -> Arc<Bucket> {
         match kind {
             Kind::Get => self.gets.clone(),
+            Kind::Patch => self.patches.clone(),
             Kind::Write => self.writes.clone(),
             Kind::WatchStart | Kind::List => {
                 let key = (kind, collection(req));
@@ -334,7 +350,7 @@ mod tests {
             ("GET", "/api/v1", Kind::Get),
             ("GET", "/readyz", Kind::Get),
             ("GET", "/api/v1/pods?labelSelector=watch%3Dtrue", Kind::List),
-            ("PATCH", "/api/v1/namespaces/a/pods/b", Kind::Write),
+            ("PATCH", "/api/v1/namespaces/a/pods/b", Kind::Patch),
             ("POST", "/api/v1/namespaces/a/events", Kind::Write),
             (
                 "PUT",
@@ -350,7 +366,7 @@ mod tests {
     #[test]
     fn the_ceilings_are_the_burst_and_a_minutes_refill() {
         let ceilings: Vec<u32> = Kind::ALL.iter().map(|k| k.per_minute()).collect();
-        assert_eq!(ceilings, [20, 160, 400, 4_000]);
+        assert_eq!(ceilings, [20, 160, 400, 4_000, 4_000]);
     }
 
     /// A request of each kind.
@@ -359,7 +375,8 @@ mod tests {
             Kind::WatchStart => ("GET", "/api/v1/pods?labelSelector=a&watch=true"),
             Kind::List => ("GET", "/api/v1/pods?labelSelector=a&limit=500"),
             Kind::Get => ("GET", "/api/v1/namespaces/a/pods/b"),
-            Kind::Write => ("PATCH", "/api/v1/namespaces/a/pods/b"),
+            Kind::Patch => ("PATCH", "/api/v1/namespaces/a/pods/b"),
+            Kind::Write => ("POST", "/api/v1/namespaces/a/events"),
         };
         Request::builder().method(method).uri(uri).body(()).unwrap()
     }

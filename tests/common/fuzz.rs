@@ -288,6 +288,9 @@ pub fn random_fault(rng: &mut Rng, kind: RequestKind, watch_works: bool, depth: 
         1 => {
             let code = if rng.chance(20) {
                 *rng.pick(&ODD_CODES)
+            } else if watch && rng.chance(25) {
+                // The two that make a watch list again: the lists see faults too.
+                *rng.pick(&[410, 504])
             } else {
                 400 + rng.below(200) as u16
             };
@@ -344,7 +347,11 @@ fn random_body(rng: &mut Rng) -> Option<String> {
 fn random_stream(rng: &mut Rng, watch_works: bool) -> Stream {
     let errors = (0..rng.below(3))
         .map(|_| {
-            let code = rng.below(1_000) as u16;
+            let code = if rng.chance(25) {
+                410
+            } else {
+                rng.below(1_000) as u16
+            };
             let reason = if rng.chance(50) {
                 String::new()
             } else {
