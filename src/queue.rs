@@ -8,7 +8,7 @@
 //! In place of kube-runtime's `Controller` (its store, scheduler and runner), which passes
 //! every key through a `DelayQueue` even when it is due at once: a timer tick per object
 //! and a timer registration per key, in clear latency and CPU (BENCHMARKS.md, "The engine
-//! rebuild: before and after"). kube-runtime's watcher and reflector store feed it.
+//! rebuild: before and after"). The watch (`watch::Events`) and the store feed it.
 
 use ahash::RandomState;
 use std::{

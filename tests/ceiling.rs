@@ -214,3 +214,43 @@ async fn no_answer_makes_metainit_loop() {
         "the repeated token not said: {repeated:#?}"
     );
 }
+
+/// `--once`, `status` and `status --risks` page their lists through `list::all`: a list
+/// whose pages repeat their continue token is started again on the backoff, at most 5 times,
+/// then is the answer, named (it was paged for ever, as fast as the server answered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_list_that_repeats_its_pages_ends_every_command() {
+    let bed = Bed::modern().await;
+    bed.double
+        .create("pods", "default", gated_pod("p", true, &["example.com/g"]))
+        .unwrap();
+    let plan = Plan::Fixed(RequestKind::List, Fault::List(Tokens::Same));
+    let proxy = Proxy::start(&bed.kubeconfig, plan).await;
+    let kubeconfig = bed.dir.path().join("proxied");
+    proxy.write_kubeconfig(&bed.kubeconfig, &kubeconfig);
+    proxy.faulty(true);
+    let kc = kubeconfig.display().to_string();
+    // `--once` exits 1 when it could not reach its objects, `status` 2 on any failure.
+    for (command, exit) in [
+        (vec!["--once", "--timeout", "60s"], 1),
+        (vec!["status", "-A"], 2),
+        (vec!["status", "--risks"], 2),
+    ] {
+        let before = proxy.seen().len();
+        let mut args = command.clone();
+        args.extend(["--kubeconfig", kc.as_str()]);
+        let (code, _, err) = run_to_end(&args, Duration::from_secs(90)).await;
+        let lists = proxy.seen()[before..]
+            .iter()
+            .filter(|s| s.kind == RequestKind::List)
+            .count();
+        assert_eq!(code, exit, "{command:?}: {err}");
+        assert!(
+            err.contains("continue token \"fuzz-same\" again on page 2"),
+            "{command:?}: {err}"
+        );
+        // Six tries of two pages each, for each resource listed (`--risks` lists eight
+        // kinds, and stops at the first that fails).
+        assert!(lists <= 12, "{command:?}: {lists} LISTs");
+    }
+}

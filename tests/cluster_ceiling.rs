@@ -48,12 +48,16 @@ async fn hold(cp: &'static ControlPlane, lasting: Duration) -> (usize, usize, u1
                          "containers": [{"name": "c", "image": "registry.invalid/c"}]}}),
     );
     let pods = cp.pods(&ns).await;
-    until("the pod created after the fault cleared", RECOVER, || async {
-        pods.get("after")
-            .await
-            .ok()
-            .filter(|p| gate_names(p).is_empty())
-    })
+    until(
+        "the pod created after the fault cleared",
+        RECOVER,
+        || async {
+            pods.get("after")
+                .await
+                .ok()
+                .filter(|p| gate_names(p).is_empty())
+        },
+    )
     .await;
     until_readyz(&addr, RECOVER).await;
     m.stop().await;
@@ -72,7 +76,9 @@ async fn a_proxy_that_ends_every_watch_does_not_make_metainit_loop() {
              starts, /readyz {readyz} ({why})"
         );
         if *lists > MOST || *watches > MOST {
-            wrong.push(format!("{lasting:?}: {lists} LISTs, {watches} watch starts"));
+            wrong.push(format!(
+                "{lasting:?}: {lists} LISTs, {watches} watch starts"
+            ));
         }
         if *readyz != 503 || !why.contains("watch ended at once") {
             wrong.push(format!("{lasting:?}: /readyz {readyz}: {why}"));

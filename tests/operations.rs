@@ -383,6 +383,8 @@ async fn labelled_counters_are_there_at_zero_from_the_start() {
             "stream_failed",
             "no_resource_version",
             "revision_backwards",
+            "short_watch",
+            "list_loop",
         ]
         .iter()
         .map(|c| format!("metainit_watch_restarts_total{{cause=\"{c}\"}} 0")),

@@ -1,4 +1,4 @@
-//! The daemon: per watched resource, kube-runtime's watcher feeds the engine's store
+//! The daemon: per watched resource, the watch (`watch::Events`) feeds the engine's store
 //! (`store.rs`: newest state by name, so an object re-created under the same name is the
 //! one worked on) and a work queue (`queue.rs`: one worker per object at a time, worked on again when
 //! a new state arrives meanwhile, at most `--concurrency` at once). A unit of work is one
