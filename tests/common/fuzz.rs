@@ -135,6 +135,8 @@ struct Shared {
     upstream: kube::Client,
     plan: Plan,
     rng: Mutex<Rng>,
+    /// A `Random` plan's answers to draw from, by kind (`palettes`).
+    palettes: Vec<(RequestKind, Vec<Fault>)>,
     faulty: AtomicBool,
     /// Bumped when the proxy turns faulty: forwarded watches end.
     generation: AtomicU64,
@@ -169,14 +171,15 @@ impl Proxy {
         let upstream = kube::Client::try_from(config).expect("upstream client");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let seed = match &plan {
-            Plan::Random { seed, .. } => *seed,
-            Plan::Fixed(..) => 0,
+        let (seed, palettes) = match &plan {
+            Plan::Random { seed, watch_works } => (*seed, palettes(*seed, *watch_works)),
+            Plan::Fixed(..) => (0, Vec::new()),
         };
         let shared = Arc::new(Shared {
             upstream,
             plan,
             rng: Mutex::new(Rng::new(seed)),
+            palettes,
             faulty: AtomicBool::new(false),
             generation: AtomicU64::new(0),
             seen: Mutex::new(Vec::new()),
@@ -270,11 +273,38 @@ fn choose(shared: &Shared, kind: RequestKind) -> Fault {
     match &shared.plan {
         Plan::Fixed(k, f) if *k == kind => f.clone(),
         Plan::Fixed(..) => Fault::Forward,
-        Plan::Random { watch_works, .. } => {
+        Plan::Random { .. } => {
             let mut rng = shared.rng.lock().unwrap();
-            random_fault(&mut rng, kind, *watch_works, 0)
+            let palette = shared
+                .palettes
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map(|(_, p)| p.as_slice())
+                .unwrap_or_default();
+            match palette {
+                [] => Fault::Forward,
+                p => rng.pick(p).clone(),
+            }
         }
     }
+}
+
+/// A seed's answers, by kind: a few drawn from the whole space, which its requests of that
+/// kind then draw from (a broken proxy or server answers the same way again and again,
+/// which is what makes a client loop; an answer drawn anew each time rarely repeats), or
+/// for some seeds many, nearly an answer drawn anew each time.
+pub fn palettes(seed: u64, watch_works: bool) -> Vec<(RequestKind, Vec<Fault>)> {
+    let mut rng = Rng::new(seed ^ 0xA5A5_5A5A);
+    RequestKind::ALL
+        .iter()
+        .map(|kind| {
+            let size = *rng.pick(&[1, 1, 2, 3, 40]);
+            let palette = (0..size)
+                .map(|_| random_fault(&mut rng, *kind, watch_works, 0))
+                .collect();
+            (*kind, palette)
+        })
+        .collect()
 }
 
 const ODD_CODES: [u16; 12] = [200, 201, 204, 206, 299, 300, 304, 399, 418, 499, 599, 999];
