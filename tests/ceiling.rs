@@ -109,17 +109,12 @@ async fn hold(row: &Row) -> Measured {
             gated_pod("before", true, &["example.com/g"]),
         )
         .unwrap();
-    let proxy = Proxy::start(&bed.kubeconfig, Plan::Fixed(row.kind, row.fault.clone())).await;
-    let kubeconfig = bed.dir.path().join("proxied");
-    proxy.write_kubeconfig(&bed.kubeconfig, &kubeconfig);
+    let plan = Plan::Fixed(row.kind, row.fault.clone());
+    // Faulty from metainit's start: its first LIST meets the fault as every later one.
+    let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
     proxy.faulty(true);
     let start = Instant::now();
-    let m = Metainit::spawn(&[
-        "--kubeconfig".into(),
-        kubeconfig.display().to_string(),
-        "--admin-addr".into(),
-        "127.0.0.1:0".into(),
-    ]);
+    let m = metainit_via(&kubeconfig, &[]);
     let addr = m.admin_addr().await;
     tokio::time::sleep(HELD.saturating_sub(start.elapsed())).await;
     let (readyz, _) = admin_get(&addr, "/readyz").await;
@@ -225,9 +220,7 @@ async fn a_list_that_repeats_its_pages_ends_every_command() {
         .create("pods", "default", gated_pod("p", true, &["example.com/g"]))
         .unwrap();
     let plan = Plan::Fixed(RequestKind::List, Fault::List(Tokens::Same));
-    let proxy = Proxy::start(&bed.kubeconfig, plan).await;
-    let kubeconfig = bed.dir.path().join("proxied");
-    proxy.write_kubeconfig(&bed.kubeconfig, &kubeconfig);
+    let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
     proxy.faulty(true);
     let kc = kubeconfig.display().to_string();
     // `--once` exits 1 when it could not reach its objects, `status` 2 on any failure.

@@ -50,18 +50,10 @@ async fn run(seed: u64) -> Result<String, String> {
             gated_pod("before", true, &["example.com/g"]),
         )
         .unwrap();
-    let proxy = Proxy::start(&bed.kubeconfig, Plan::Random { seed, watch_works }).await;
-    let kubeconfig = bed.dir.path().join("proxied");
-    proxy.write_kubeconfig(&bed.kubeconfig, &kubeconfig);
     // A resync every 15 s: the lists see the faults too, not only after a 410.
-    let mut m = Metainit::spawn(&[
-        "--kubeconfig".into(),
-        kubeconfig.display().to_string(),
-        "--admin-addr".into(),
-        "127.0.0.1:0".into(),
-        "--resync-period".into(),
-        "15s".into(),
-    ]);
+    let plan = Plan::Random { seed, watch_works };
+    let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
+    let mut m = metainit_via(&kubeconfig, &["--resync-period", "15s"]);
     let addr = m.admin_addr().await;
     let ready = Instant::now();
     while admin_get(&addr, "/readyz").await.0 != 200 {

@@ -276,14 +276,7 @@ impl ControlPlane {
 
     /// Runs metainit with `kubeconfig`, an ephemeral admin port and `args`.
     pub fn metainit(&self, kubeconfig: &Path, args: &[&str]) -> Metainit {
-        let mut all = vec![
-            "--kubeconfig".to_string(),
-            kubeconfig.display().to_string(),
-            "--admin-addr".into(),
-            "127.0.0.1:0".into(),
-        ];
-        all.extend(args.iter().map(|a| a.to_string()));
-        Metainit::spawn(&all)
+        super::metainit_via(kubeconfig, args)
     }
 
     /// A kubeconfig in `dir` for the ServiceAccount `namespace/name`: a token from

@@ -202,6 +202,15 @@ impl Proxy {
         self.shared.seen.lock().unwrap().clone()
     }
 
+    /// A proxy with `plan` in front of the bed's double, and a kubeconfig for metainit in
+    /// the bed's directory. Healthy until `faulty(true)`.
+    pub async fn in_front(bed: &super::Bed, plan: Plan) -> (Proxy, std::path::PathBuf) {
+        let proxy = Proxy::start(&bed.kubeconfig, plan).await;
+        let kubeconfig = bed.dir.path().join("proxied");
+        proxy.write_kubeconfig(&bed.kubeconfig, &kubeconfig);
+        (proxy, kubeconfig)
+    }
+
     /// A kubeconfig for metainit: the proxy's plain-HTTP address, the upstream's user.
     pub fn write_kubeconfig(&self, upstream: &Path, out: &Path) {
         let text = std::fs::read_to_string(upstream).expect("kubeconfig read");
@@ -579,17 +588,20 @@ async fn upstream_request(req: Request<Incoming>) -> Result<Request<kube::client
         .map_err(err)
 }
 
+async fn send_upstream(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<kube::client::Body>, BoxError> {
+    let req = upstream_request(req).await?;
+    shared.upstream.send(req).await.map_err(err)
+}
+
 async fn forward(
     shared: &Arc<Shared>,
     req: Request<Incoming>,
     until: Option<Duration>,
 ) -> Result<Response<Body>, BoxError> {
-    let up = shared
-        .upstream
-        .send(upstream_request(req).await?)
-        .await
-        .map_err(err)?;
-    let (parts, body) = up.into_parts();
+    let (parts, body) = send_upstream(shared, req).await?.into_parts();
     let generation = shared.generation.load(Ordering::SeqCst);
     let gen_of = shared.clone();
     let deadline = until.map(|d| tokio::time::Instant::now() + d);
@@ -619,11 +631,7 @@ async fn list(
     req: Request<Incoming>,
     tokens: Tokens,
 ) -> Result<Response<Body>, BoxError> {
-    let up = shared
-        .upstream
-        .send(upstream_request(req).await?)
-        .await
-        .map_err(err)?;
+    let up = send_upstream(shared, req).await?;
     let code = up.status();
     let bytes = up.into_body().collect().await.map_err(err)?.to_bytes();
     let Ok(mut list) = serde_json::from_slice::<Value>(&bytes) else {

@@ -177,6 +177,18 @@ pub async fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> 
     }
 }
 
+/// metainit on `kubeconfig`, the admin port ephemeral, with `args`.
+pub fn metainit_via(kubeconfig: &std::path::Path, args: &[&str]) -> Metainit {
+    let mut all = vec![
+        "--kubeconfig".to_string(),
+        kubeconfig.display().to_string(),
+        "--admin-addr".into(),
+        "127.0.0.1:0".into(),
+    ];
+    all.extend(args.iter().map(|a| a.to_string()));
+    Metainit::spawn(&all)
+}
+
 /// A running metainit process, its stderr collected line by line.
 pub struct Metainit {
     pub child: Child,
