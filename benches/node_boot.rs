@@ -32,7 +32,7 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use common::node::{Node, WAIT, gates, held_pod, metainit_pid, pod_writes, restarts, until};
+use common::node::{Node, WAIT, gates, held_pod, pod_writes, restarts, until};
 
 fn epoch() -> f64 {
     SystemTime::now()
@@ -69,7 +69,7 @@ fn boot(node: &Node, i: usize, outage: Duration) -> Boot {
         .join("kube-apiserver.parked.yaml");
     std::fs::rename(manifests.join("kube-apiserver.yaml"), &parked).unwrap();
     assert!(node.script(&["start", "node"]), "node.sh start node");
-    until("metainit's process started", WAIT, metainit_pid);
+    until("metainit's process started", WAIT, || node.metainit_pid());
     let up = Instant::now();
     std::thread::sleep(outage);
     std::fs::rename(&parked, manifests.join("kube-apiserver.yaml")).unwrap();

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """The README's table of the chart's values, made from charts/metainit/values.yaml (the
 defaults and each value's `# --` comment) and values.schema.json (the types), so that it
-is never written twice by hand.
+is never written twice by hand; and the chart's own README (charts/metainit/README.md, what
+`helm show readme` prints), made whole from Chart.yaml and the same table.
 
     python3 scripts/chart-values.py            # prints the table
-    python3 scripts/chart-values.py --write    # rewrites it in README.md, between the markers
-    python3 scripts/chart-values.py --check    # exits 1 if README.md's table is stale
+    python3 scripts/chart-values.py --write    # rewrites it in README.md, between the markers,
+                                               # and writes charts/metainit/README.md
+    python3 scripts/chart-values.py --check    # exits 1 if either is stale
 
 Each value with a `# --` comment right above it (more `#` lines continue it) is a row,
 which covers what it holds (resources:); a group without one (image:) is covered by its
@@ -22,6 +24,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "metainit"
 README = ROOT / "README.md"
+CHART_README = CHART / "README.md"
 BEGIN = "<!-- chart-values: begin (scripts/chart-values.py --write makes this table) -->"
 END = "<!-- chart-values: end -->"
 # Helm's own key, set by a parent chart: allowed by the schema, not a setting of ours.
@@ -129,6 +132,56 @@ def table():
     return "\n".join(lines) + "\n"
 
 
+def chart_readme(made):
+    """The chart's README: what it is, how to install it, its values."""
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    name, app = chart["name"], chart["appVersion"]
+    return f"""<!-- Made by scripts/chart-values.py --write from Chart.yaml and values.yaml: edit those. -->
+# {name}
+
+{chart["description"]}
+
+Chart {chart["version"]}, metainit {app}, Kubernetes `{chart["kubeVersion"]}`. Source, issues and
+the full documentation: {chart["home"]}.
+
+metainit as a Deployment: it watches the pods that carry its label key
+(`k8s.opsani.io/initializer` by default, the value ignored) and removes every scheduling gate
+they hold, so that the controllers those gates wait for can start. Label your gate
+controllers' pod templates with the key. On control-plane nodes, the static pod form (the
+project's `manifests/metainit.yaml`) needs no API objects at all and is the one that can break
+a deadlock of the whole control plane.
+
+## Install
+
+No image is published: build and push one to your registry first (the project's README,
+"Build and push the image"), then:
+
+```sh
+helm install {name} charts/{name} -n kube-system \\
+  --set image.repository=REGISTRY/{name} --set image.tag={app}
+helm test {name} -n kube-system       # every replica's /readyz
+```
+
+`helm uninstall {name} -n kube-system` removes every object the chart made.
+`values.schema.json` refuses a key it does not know, so a typo fails the install.
+
+## Values
+
+{made}"""
+
+
+def check_or_write(path, want, mode, what):
+    """Checks (`--check`) or writes `path`: `what` names it in the messages."""
+    have = path.read_text() if path.exists() else ""
+    if mode == "--check":
+        if have != want:
+            sys.exit(f"chart-values: {what} is stale: run python3 scripts/chart-values.py --write")
+        print(f"chart-values: {what} is up to date")
+        return
+    path.write_text(want)
+    print(f"chart-values: {what} written")
+
+
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode not in ("", "--write", "--check"):
@@ -141,14 +194,9 @@ def main():
     m = re.search(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), readme, re.S)
     if not m:
         sys.exit(f"chart-values: README.md has no block between {BEGIN} and {END}")
-    if mode == "--check":
-        if m.group(1) != made:
-            sys.exit("chart-values: README.md's table of the chart's values is stale: run "
-                     "python3 scripts/chart-values.py --write")
-        print("chart-values: README.md's table is up to date")
-        return
-    README.write_text(readme[: m.start(1)] + made + readme[m.end(1):])
-    print("chart-values: README.md's table written")
+    whole = readme[: m.start(1)] + made + readme[m.end(1):]
+    check_or_write(README, whole, mode, "README.md's table of the chart's values")
+    check_or_write(CHART_README, chart_readme(made), mode, "charts/metainit/README.md")
 
 
 if __name__ == "__main__":

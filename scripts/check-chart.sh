@@ -310,5 +310,31 @@ for key in sorted(set(chart) | set(base)):
 sys.exit(1 if bad else 0)
 PY
 
-python3 scripts/chart-values.py --check || die "README.md's values table is stale"
+python3 scripts/chart-values.py --check || die "README.md's values table, or the chart's README, is stale"
+
+# What `helm show readme` prints, from the chart and from its package: the chart's README
+# (compared as command substitution leaves them: helm adds a newline at the end).
+readme=$(cat "$chart/README.md")
+[[ $("$helm" show readme "$chart") == "$readme" ]] \
+    || die "helm show readme $chart does not print $chart/README.md"
+"$helm" package "$chart" -d "$tmp/package" >/dev/null || die "helm package $chart failed"
+[[ $("$helm" show readme "$tmp"/package/metainit-*.tgz) == "$readme" ]] \
+    || die "the packaged chart's README is not $chart/README.md"
+echo "ok    helm show readme: the chart's README, packaged too"
+
+# The chart's appVersion is the crate's version, and the Artifact Hub images annotation
+# names that tag.
+python3 - "$chart" <<'PY' || die "Chart.yaml's appVersion or images annotation"
+import re, sys, yaml
+chart = yaml.safe_load(open(sys.argv[1] + "/Chart.yaml"))
+crate = re.search(r'^version = "([^"]+)"', open("Cargo.toml").read(), re.M).group(1)
+app = chart["appVersion"]
+if app != crate:
+    sys.exit(f"appVersion {app} is not the crate's version {crate} (Cargo.toml)")
+images = yaml.safe_load(chart["annotations"]["artifacthub.io/images"])
+tags = {i["image"].rsplit(":", 1)[-1] for i in images}
+if tags != {app}:
+    sys.exit(f"artifacthub.io/images names {sorted(tags)}, not the appVersion {app}")
+print(f"ok    appVersion {app} is the crate's version; artifacthub.io/images names it")
+PY
 echo "check-chart: the chart is OK"

@@ -42,10 +42,7 @@ use std::{
 
 use common::{
     LABEL,
-    node::{
-        GATE, Node, WAIT, gates, installer, metainit_process_uid, restarts, running_and_ready,
-        started_at, until,
-    },
+    node::{GATE, Node, WAIT, gates, installer, restarts, running_and_ready, started_at, until},
 };
 use serde_json::Value;
 
@@ -98,7 +95,7 @@ fn the_boot(node: &Node) -> Value {
         (65532, 65532, 0o600)
     );
     assert_eq!(
-        metainit_process_uid(),
+        node.metainit_process_uid(),
         Some(65532),
         "metainit's process uid"
     );

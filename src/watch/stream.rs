@@ -73,6 +73,10 @@ pub enum Step<K> {
 
 struct Watching<K> {
     version: String,
+    /// Started from version "0" (a list that said "0": an empty store of the double, or a
+    /// server that gives no version): the server sends the objects it has first, in no
+    /// order of version, so the version of one of them is no place to resume from.
+    from_zero: bool,
     stream: BoxStream<'static, kube::Result<WatchEvent<K>>>,
     since: Instant,
     /// An object or an error arrived: its end is no short watch.
@@ -217,6 +221,7 @@ where
         match self.api.watch(&self.watch, &version).await {
             Ok(stream) => {
                 self.state = State::Watching(Watching {
+                    from_zero: version == "0",
                     version,
                     stream: stream.boxed(),
                     since: Instant::now(),
@@ -292,10 +297,16 @@ where
         }
     }
 
-    /// The stream's end: the next watch starts from its version, at once unless it was short.
+    /// The stream's end: the next watch starts from its version, at once unless it was short;
+    /// after a watch from "0" that delivered objects, the next step lists again (its objects
+    /// came in no order of version: resuming from the last one's could skip the others).
     fn ended(state: &mut State<K>, w: Watching<K>) -> Out<K> {
         let lasted = w.since.elapsed();
-        *state = State::Listed { version: w.version };
+        *state = if w.from_zero && w.delivered {
+            State::Empty
+        } else {
+            State::Listed { version: w.version }
+        };
         if w.delivered || w.running || lasted >= SHORT {
             return None;
         }

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::common::{
     LABEL,
-    node::{HELD, Node, gates, metainit_pid, restarts, until},
+    node::{HELD, Node, gates, restarts, until},
 };
 
 const PODS: usize = 1_000;
@@ -66,7 +66,7 @@ fn cleared(node: &Node) -> usize {
 
 pub fn as_shipped(node: &Node) {
     let before: Value = node.metainit().expect("metainit's mirror pod");
-    let pid = metainit_pid().expect("metainit's process");
+    let pid = node.metainit_pid().expect("metainit's process");
     let cgroup = memory_cgroup(pid);
     let limit = read_number(&cgroup, "memory.limit_in_bytes");
     assert_eq!(
@@ -100,7 +100,7 @@ pub fn as_shipped(node: &Node) {
     );
     assert!(peak < limit, "peak {peak} B, limit {limit} B");
     assert_eq!((hits, kills), (0, 0), "the limit hit, or an OOM kill");
-    assert_eq!(metainit_pid(), Some(pid), "the same process");
+    assert_eq!(node.metainit_pid(), Some(pid), "the same process");
     assert_eq!(restarts(&after), restarts(&before), "{after}");
     assert!(
         after["status"]["containerStatuses"][0]["lastState"]["terminated"].is_null(),

@@ -156,13 +156,13 @@ impl Node {
     /// metainit's process killed; the API server's container keeps running.
     pub fn stop_metainit(&self) {
         assert!(self.script(&["stop", "kubelet"]), "node.sh stop kubelet");
-        let pid = metainit_pid().expect("metainit's process");
+        let pid = self.metainit_pid().expect("metainit's process");
         let killed = Command::new("kill")
             .args(["-KILL", &pid.to_string()])
             .status();
         assert!(killed.is_ok_and(|s| s.success()), "kill {pid}");
         until("metainit's process gone", WAIT, || {
-            metainit_pid().is_none().then_some(())
+            self.metainit_pid().is_none().then_some(())
         });
     }
 
@@ -286,22 +286,51 @@ pub fn restarts(pod: &Value) -> i64 {
         .unwrap_or(-1)
 }
 
-/// The uid of the process running metainit's static pod (its command line is the manifest's).
-pub fn metainit_process_uid() -> Option<u32> {
-    let pid = metainit_pid()?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let uid = status.lines().find(|l| l.starts_with("Uid:"))?;
-    uid.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// The pid of the process running metainit's static pod (its command line is the manifest's).
-pub fn metainit_pid() -> Option<u32> {
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.starts_with("/metainit --kubeconfig=/etc/kubernetes/metainit.conf") {
-            return entry.file_name().to_str()?.parse().ok();
-        }
+impl Node {
+    /// `ctr` on this node's own containerd (its socket in the node's directory), in the
+    /// kubelet's namespace: its stdout.
+    fn ctr(&self, args: &[&str]) -> String {
+        let socket = self
+            .path("METAINIT_NODE")
+            .join("containerd/containerd.sock");
+        let out = Command::new("ctr")
+            .arg("--address")
+            .arg(socket)
+            .args(["--namespace", "k8s.io"])
+            .args(args)
+            .output()
+            .expect("ctr runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
-    None
+
+    /// The pid of this node's metainit: the running task of the container the kubelet
+    /// named `metainit` in this node's containerd, never a process found by its command line
+    /// across the machine (another node there runs one too: a matrix run, `demo.sh --node`).
+    pub fn metainit_pid(&self) -> Option<u32> {
+        let filter = format!(
+            "labels.\"io.kubernetes.container.name\"==metainit,labels.\"io.kubernetes.pod.name\"==metainit-{}",
+            self.get("NODE_NAME")
+        );
+        let ids = self.ctr(&["containers", "list", "--quiet", &filter]);
+        let ids: Vec<&str> = ids.split_whitespace().collect();
+        // TASK, PID, STATUS: the one that runs.
+        self.ctr(&["tasks", "list"])
+            .lines()
+            .skip(1)
+            .find_map(|line| {
+                let cols: Vec<&str> = line.split_whitespace().collect();
+                match cols.as_slice() {
+                    [task, pid, "RUNNING"] if ids.contains(task) => pid.parse().ok(),
+                    _ => None,
+                }
+            })
+    }
+
+    /// The uid of this node's metainit process.
+    pub fn metainit_process_uid(&self) -> Option<u32> {
+        let pid = self.metainit_pid()?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let uid = status.lines().find(|l| l.starts_with("Uid:"))?;
+        uid.split_whitespace().nth(1)?.parse().ok()
+    }
 }
