@@ -79,10 +79,23 @@ struct Watching<K> {
     from_zero: bool,
     stream: BoxStream<'static, kube::Result<WatchEvent<K>>>,
     since: Instant,
+    /// When the watch counts as running if it is still open: `SHORT` after its start, or
+    /// after its last error (a stream that failed and ended while metainit waited out the
+    /// failure's backoff is no running watch: the end is read before this is looked at).
+    proven_at: Instant,
     /// An object or an error arrived: its end is no short watch.
     delivered: bool,
     bookmarks: u32,
     running: bool,
+}
+
+impl<K> Watching<K> {
+    /// An error on the stream: it runs again only once it has stayed open `SHORT` more.
+    fn failed_now(&mut self) {
+        self.delivered = true;
+        self.running = false;
+        self.proven_at = Instant::now() + SHORT;
+    }
 }
 
 enum State<K> {
@@ -225,6 +238,7 @@ where
                     version,
                     stream: stream.boxed(),
                     since: Instant::now(),
+                    proven_at: Instant::now() + SHORT,
                     delivered: false,
                     bookmarks: 0,
                     running: false,
@@ -240,10 +254,12 @@ where
 
     async fn watching(&mut self, mut w: Watching<K>) -> Out<K> {
         let idle = Duration::from_secs(u64::from(WATCH_TIMEOUT)) + IDLE_MARGIN;
-        let proven = w.since + SHORT;
         let item = tokio::select! {
+            // What the stream holds first: an end or an error it already sent comes before
+            // the time that would prove it running.
+            biased;
             item = w.stream.next() => item,
-            _ = tokio::time::sleep_until(proven), if !w.running => {
+            _ = tokio::time::sleep_until(w.proven_at), if !w.running => {
                 w.running = true;
                 self.state = State::Watching(w);
                 return Some(Ok(Step::Running));
@@ -271,11 +287,11 @@ where
                     // The state is `Empty`: list again.
                     return out;
                 }
-                w.delivered = true;
+                w.failed_now();
                 out
             }
             Some(Err(e)) => {
-                w.delivered = true;
+                w.failed_now();
                 Some(Err(Failure::Stream(e)))
             }
             None => return Self::ended(&mut self.state, w),
