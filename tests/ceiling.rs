@@ -128,12 +128,7 @@ async fn hold(row: &Row) -> Measured {
     let addr = m.admin_addr().await;
     tokio::time::sleep(HELD.saturating_sub(start.elapsed())).await;
     let (readyz, _) = admin_get(&addr, "/readyz").await;
-    let seen: Vec<Seen> = proxy
-        .seen()
-        .into_iter()
-        .filter(|s| s.at <= start + HELD)
-        .collect();
-    let count = |kind| seen.iter().filter(|s| s.kind == kind).count();
+    let count = |kind| proxy.received(kind, start + HELD);
     let measured = Measured {
         lists: count(RequestKind::List),
         watches: count(RequestKind::WatchStart),

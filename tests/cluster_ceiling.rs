@@ -32,12 +32,7 @@ async fn hold(cp: &'static ControlPlane, lasting: Duration) -> (usize, usize, u1
     let addr = m.admin_addr().await;
     tokio::time::sleep(HELD.saturating_sub(start.elapsed())).await;
     let (readyz, why) = admin_get(&addr, "/readyz").await;
-    let seen: Vec<Seen> = proxy
-        .seen()
-        .into_iter()
-        .filter(|s| s.at <= start + HELD)
-        .collect();
-    let count = |kind| seen.iter().filter(|s| s.kind == kind).count();
+    let count = |kind| proxy.received(kind, start + HELD);
     let (lists, watches) = (count(RequestKind::List), count(RequestKind::WatchStart));
     proxy.faulty(false);
     cp.create(

@@ -165,7 +165,6 @@ pub struct Limiter {
 
 /// A request let through: what to give back if it never reached a server.
 pub struct Admitted {
-    kind: Kind,
     bucket: Arc<Bucket>,
     /// How long the request waits for its token.
     wait: Duration,
@@ -186,10 +185,6 @@ impl Admitted {
         if crate::backoff::refused(e) {
             self.bucket.refund();
         }
-    }
-
-    pub fn kind(&self) -> Kind {
-        self.kind
     }
 }
 
@@ -235,7 +230,7 @@ impl Limiter {
                   ceiling_per_minute = kind.per_minute(),
                   "request held back by the client's rate limit");
         }
-        Admitted { kind, bucket, wait }
+        Admitted { bucket, wait }
     }
 }
 

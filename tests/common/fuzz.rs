@@ -202,6 +202,14 @@ impl Proxy {
         self.shared.seen.lock().unwrap().clone()
     }
 
+    /// How many requests of `kind` arrived up to `until`.
+    pub fn received(&self, kind: RequestKind, until: Instant) -> usize {
+        let seen = self.shared.seen.lock().unwrap();
+        seen.iter()
+            .filter(|s| s.kind == kind && s.at <= until)
+            .count()
+    }
+
     /// A proxy with `plan` in front of the bed's double, and a kubeconfig for metainit in
     /// the bed's directory. Healthy until `faulty(true)`.
     pub async fn in_front(bed: &super::Bed, plan: Plan) -> (Proxy, std::path::PathBuf) {
