@@ -20,7 +20,7 @@
 //! static pod), which must stay 0.
 //!
 //! Prints a Markdown table and writes it to `target/tmp/bench-node-boot.md`; BENCHMARKS.md
-//! keeps the last run, README's static pod section its figure.
+//! keeps the last run, docs/src/install/static-pod.md its figure.
 #![forbid(unsafe_code)]
 
 #[path = "../tests/common/mod.rs"]

@@ -38,7 +38,7 @@ _metainit() {
 '--webhook-grace=[How long a webhook'\''s service must have had no ready endpoint before its namespace is exempted, and ready endpoints again before the exemption is removed. At least 1s]:DURATION:_default' \
 '--dry-run[Log what would be cleared; change nothing. From the environment\: 1/0, true/false, yes/no (any case)]' \
 '--once[Clear what is pending now, print a summary and exit\: 0 if everything labelled is clear, 1 if something could not be cleared]' \
-'--webhooks[Also break the deadlock of an admission webhook that intercepts its own pods\: on each Mutating/ValidatingWebhookConfiguration that carries the label key, a webhook that fails closed and whose service has had no ready endpoint for --webhook-grace gets its service'\''s own namespace exempted, and restored once the service is back (README, "Webhooks"). Needs Kubernetes 1.21 or later and manifests/rbac-webhooks.yaml. From the environment\: 1/0, true/false, yes/no]' \
+'--webhooks[Also break the deadlock of an admission webhook that intercepts its own pods\: on each Mutating/ValidatingWebhookConfiguration that carries the label key, a webhook that fails closed and whose service has had no ready endpoint for --webhook-grace gets its service'\''s own namespace exempted, and restored once the service is back (docs/src/guides/webhooks.md). Needs Kubernetes 1.21 or later and manifests/rbac-webhooks.yaml. From the environment\: 1/0, true/false, yes/no]' \
 '--check-config[Check every flag and the kubeconfig file, print "configuration OK" and exit; contacts no server]' \
 '-h[Print help]' \
 '--help[Print help]' \

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""The README's table of the chart's values, made from charts/metainit/values.yaml (the
+"""The book's table of the chart's values (docs/src/install/helm.md), made from
+charts/metainit/values.yaml (the
 defaults and each value's `# --` comment) and values.schema.json (the types), so that it
 is never written twice by hand; and the chart's own README (charts/metainit/README.md, what
 `helm show readme` prints), made whole from Chart.yaml and the same table.
 
     python3 scripts/chart-values.py            # prints the table
-    python3 scripts/chart-values.py --write    # rewrites it in README.md, between the markers,
-                                               # and writes charts/metainit/README.md
+    python3 scripts/chart-values.py --write    # rewrites it in docs/src/install/helm.md, between
+                                               # the markers, and writes charts/metainit/README.md
     python3 scripts/chart-values.py --check    # exits 1 if either is stale
 
 Each value with a `# --` comment right above it (more `#` lines continue it) is a row,
@@ -23,7 +24,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "metainit"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "src" / "install" / "helm.md"
 CHART_README = CHART / "README.md"
 BEGIN = "<!-- chart-values: begin (scripts/chart-values.py --write makes this table) -->"
 END = "<!-- chart-values: end -->"
@@ -153,8 +154,8 @@ a deadlock of the whole control plane.
 
 ## Install
 
-No image is published: build and push one to your registry first (the project's README,
-"Build and push the image"), then:
+No image is published: build and push one to your registry first (the project's
+docs/src/install/image.md), then:
 
 ```sh
 helm install {name} charts/{name} -n kube-system \\
@@ -190,12 +191,12 @@ def main():
     if not mode:
         sys.stdout.write(made)
         return
-    readme = README.read_text()
-    m = re.search(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), readme, re.S)
+    page = PAGE.read_text()
+    m = re.search(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), page, re.S)
     if not m:
-        sys.exit(f"chart-values: README.md has no block between {BEGIN} and {END}")
-    whole = readme[: m.start(1)] + made + readme[m.end(1):]
-    check_or_write(README, whole, mode, "README.md's table of the chart's values")
+        sys.exit(f"chart-values: {PAGE.relative_to(ROOT)} has no block between {BEGIN} and {END}")
+    whole = page[: m.start(1)] + made + page[m.end(1):]
+    check_or_write(PAGE, whole, mode, f"{PAGE.relative_to(ROOT)}'s table of the chart's values")
     check_or_write(CHART_README, chart_readme(made), mode, "charts/metainit/README.md")
 
 

@@ -22,7 +22,7 @@
 #     the `helm test` hooks (templates/tests/, made only by `helm test`) are left out;
 #     the PrometheusRule is manifests/prometheus-rules.yaml's, and the chart's copy of that
 #     file (files/prometheus-rules.yaml) is byte for byte the same;
-#   - README.md's table of the values is what scripts/chart-values.py makes.
+#   - docs/src/install/helm.md's table of the values is what scripts/chart-values.py makes.
 #
 #   bash scripts/check-chart.sh [BINARY]     (default target/debug/metainit)
 #
@@ -310,7 +310,7 @@ for key in sorted(set(chart) | set(base)):
 sys.exit(1 if bad else 0)
 PY
 
-python3 scripts/chart-values.py --check || die "README.md's values table, or the chart's README, is stale"
+python3 scripts/chart-values.py --check || die "docs/src/install/helm.md's values table, or the chart's README, is stale"
 
 # What `helm show readme` prints, from the chart and from its package: the chart's README
 # (compared as command substitution leaves them: helm adds a newline at the end).

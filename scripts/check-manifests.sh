@@ -59,12 +59,12 @@ kubectl kustomize manifests/deployment >"$rendered" 2>"$tmp/kustomize.err" \
     || die "kubectl kustomize manifests/deployment: $(cat "$tmp/kustomize.err")"
 
 # Split every file into its documents, one file each, and list "DOC_FILE MIN_VERSION
-# LABEL"; a document without a leading comment fails here (STYLE.md, "Files"). Each
-# argument is "validate:PATH" (the static pod's files: header and schema), "header:PATH"
-# (the base's sources: header only) or "rendered:PATH" (the base as rendered, which has
-# no comments: schema only). A PrometheusRule among the static pod's files gets its header
-# checked but no schema: its spec: goes to rules/NAME.yaml instead (the groups of all of
-# them in manifests/NAME.yaml), for promtool below.
+# LABEL"; a document without a leading comment (what it is for, what to edit) fails
+# here. Each argument is "validate:PATH" (the static pod's files: header and schema),
+# "header:PATH" (the base's sources: header only) or "rendered:PATH" (the base as
+# rendered, which has no comments: schema only). A PrometheusRule among the static pod's
+# files gets its header checked but no schema: its spec: goes to rules/NAME.yaml instead
+# (the groups of all of them in manifests/NAME.yaml), for promtool below.
 validated=(manifests/*.yaml)
 headed=(manifests/deployment/*.yaml)
 python3 - "$tmp/docs" \

@@ -2,7 +2,7 @@
 # The main job, on a local demo: a deadlocked initializer pod whose create blocks, and
 # metainit breaking the deadlock; then the same with a scheduling gate; then with an
 # admission webhook that intercepts its own pods (`--webhooks`). Runs against the
-# bundled kube-apiserver double with kubectl; needs cargo and kubectl, nothing else.
+# bundled kube-apiserver double with kubectl; needs cargo, kubectl and python3.
 #
 #   bash scripts/demo.sh           # this one, on the double
 #   bash scripts/demo.sh --node    # the same scene on a real node (scripts/demo-node.sh)

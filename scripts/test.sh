@@ -28,6 +28,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "hadolint Dockerfile"
 hadolint Dockerfile
 
+step "scripts/check-book.sh (the book in docs/: mdbook build into $target_dir/book, a warning fails)"
+bash scripts/check-book.sh
+
+step "scripts/check-links.py (links, anchors and pointers to headings, offline)"
+python3 scripts/check-links.py
+
 step "cargo build --workspace"
 cargo build --workspace
 

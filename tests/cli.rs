@@ -892,20 +892,20 @@ async fn kubeconfig_variable_skips_missing_files_as_kubectl_does() {
 }
 #[test]
 fn the_troubleshooting_guide_has_every_message_the_tests_assert() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/troubleshooting.md");
-    let doc = std::fs::read_to_string(path).expect("docs/troubleshooting.md");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src/troubleshooting.md");
+    let doc = std::fs::read_to_string(path).expect("docs/src/troubleshooting.md");
     let missing: Vec<&&str> = common::msg::ALL
         .iter()
         .filter(|m| !doc.contains(**m))
         .collect();
     assert!(
         missing.is_empty(),
-        "not in docs/troubleshooting.md: {missing:#?}"
+        "not in docs/src/troubleshooting.md: {missing:#?}"
     );
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     assert!(
-        readme.contains("docs/troubleshooting.md"),
+        readme.contains("docs/src/troubleshooting.md"),
         "the README links the guide"
     );
 }

@@ -151,17 +151,17 @@ async fn breaks_the_deadlock(d: Deadlock) {
     assert!(!created, "refused before metainit: {out}");
     assert!(
         out.contains(&refusal(d.hook)),
-        "the real server's refusal, as docs/troubleshooting.md quotes it: {out}"
+        "the real server's refusal, as docs/src/troubleshooting.md quotes it: {out}"
     );
     let docs = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/docs/troubleshooting.md"
+        "/docs/src/troubleshooting.md"
     ))
-    .expect("docs/troubleshooting.md");
+    .expect("docs/src/troubleshooting.md");
     assert!(
         docs.contains("failed calling webhook")
             && docs.contains("no endpoints available for service"),
-        "docs/troubleshooting.md quotes the refusal"
+        "docs/src/troubleshooting.md quotes the refusal"
     );
 
     // Read before the spawn, and before the patch below: the grace is measured from moments

@@ -214,7 +214,7 @@ async fn a_server_certificate_no_known_ca_signed_is_refused_and_said() {
     hold(&bed, "web");
     let (code, _, stderr) = run_to_end(&["--kubeconfig", &kc, "--once"], WAIT).await;
     assert_eq!(code, 2, "{stderr}");
-    // The error docs/troubleshooting.md quotes, with the verifier's reason.
+    // The error docs/src/troubleshooting.md quotes, with the verifier's reason.
     assert!(
         stderr.contains("invalid peer certificate: UnknownIssuer")
             && stderr.contains(

@@ -140,8 +140,8 @@ pub struct RunArgs {
     /// each Mutating/ValidatingWebhookConfiguration that carries the label key, a webhook
     /// that fails closed and whose service has had no ready endpoint for --webhook-grace
     /// gets its service's own namespace exempted, and restored once the service is back
-    /// (README, "Webhooks"). Needs Kubernetes 1.21 or later and manifests/rbac-webhooks.yaml.
-    /// From the environment: 1/0, true/false, yes/no.
+    /// (docs/src/guides/webhooks.md). Needs Kubernetes 1.21 or later and
+    /// manifests/rbac-webhooks.yaml. From the environment: 1/0, true/false, yes/no.
     #[arg(long, env = "METAINIT_WEBHOOKS", action = ArgAction::SetTrue, value_parser = parse_bool)]
     pub webhooks: bool,
 

@@ -519,7 +519,7 @@ pub fn client(bed: &Bed) -> kube::Client {
 }
 
 /// What the operator reads, as the tests assert it: every one of these is in
-/// docs/troubleshooting.md (`tests/cli.rs` checks), so the doc says what the program
+/// docs/src/troubleshooting.md (`tests/cli.rs` checks), so the doc says what the program
 /// really prints.
 pub mod msg {
     pub const TOKEN_FILE: &str = ", the tokenFile of user ";
