@@ -60,7 +60,9 @@ import json, sys
 print([p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "metainit"][0])
 ') || die "cargo metadata"
 # What a release build is given (Dockerfile: --build-arg REVISION, --build-arg SOURCE).
-revision=$(git rev-parse --verify HEAD 2>/dev/null) || revision=unknown
+# shellcheck source=scripts/lib/revision.sh
+source scripts/lib/revision.sh
+revision=$(revision)
 commit=${revision:0:12}
 source_url=$(git remote get-url origin 2>/dev/null || true)
 [[ $source_url == https://* ]] || source_url=""

@@ -11,7 +11,7 @@
 #   bash scripts/node.sh metainit [DIR]             # metainit's manifest written, as up does
 #   bash scripts/node.sh stop|start kubelet|containerd [DIR]
 #   bash scripts/node.sh stop|start node [DIR]      # a restart: kubelet, containers, containerd
-#   bash scripts/node.sh check-network [DIR]        # fails if anything dialled off loopback
+#   bash scripts/node.sh check-network [DIR]        # fails if anything dialled outside the node
 #   bash scripts/node.sh down [DIR]                 # stops it, removes DIR, restores sysctls
 #
 # MINOR: a pinned Kubernetes minor, as scripts/control-plane.sh takes it (--version, else
@@ -19,19 +19,25 @@
 # `up` prints, as `export` lines: METAINIT_NODE (the directory), NODE_ADMIN (an admin's
 # kubeconfig), NODE_SERVER, NODE_NAME, NODE_MANIFESTS (the kubelet's staticPodPath),
 # NODE_METAINIT_MANIFEST (what was written there for metainit, from manifests/metainit.yaml
-# with only its image and host path changed).
+# with only its image and host path changed), NODE_NETNS (the node's network namespace:
+# `nsenter --net=$NODE_NETNS CMD` runs CMD where its hostNetwork pods listen), NODE_IP.
 #
 # What runs, and why so:
 # - containerd 1.6 from Debian (kubelet 1.37 warns that it lacks the RuntimeConfig call; 1.38
 #   will refuse it: then containerd 2 from its Go module). Its own root, state, socket and
 #   config under DIR; `restrict_oom_score_adj` (no process here may lower an oom_score_adj).
-# - Every pod is hostNetwork; containerd's CNI configuration is the loopback plugin alone, so
-#   the runtime reports its network ready and nothing gets an address: nothing dials outside
-#   127.0.0.0/8 (`check-network` reads the kubelet's and containerd's logs too).
-# - kube-controller-manager runs the deployment, replicaset, garbagecollector (a deleted
-#   Deployment's ReplicaSets and pods go with it), serviceaccount, serviceaccount-token and
-#   root-ca-cert-publisher (kube-root-ca.crt, which every pod's token volume needs)
-#   controllers only. Not the node lifecycle controller: the not-ready
+# - The node has a network of its own, in a network namespace made here (never the
+#   machine's): containerd, the kubelet, kube-proxy and the hostNetwork pods run in it; its
+#   address 10.244.0.1 is on the bridge cni0, where the CNI bridge and host-local plugins put
+#   the other pods (10.244.0.0/24); no route leaves it. kube-proxy (iptables) makes the
+#   kubernetes Service reach the API server; the API server reaches webhooks and the kubelet
+#   at their addresses. The machine reaches the API server at 127.0.0.1 through
+#   scripts/node/forward.py. `check-network` proves nothing dialled outside loopback and
+#   that namespace (scripts/node/network.sh).
+# - kube-controller-manager runs the deployment, replicaset, job, garbagecollector (a deleted
+#   Deployment's ReplicaSets and pods go with it), namespace, endpoint, endpointslice,
+#   serviceaccount, serviceaccount-token and root-ca-cert-publisher (kube-root-ca.crt, which
+#   every pod's token volume needs) controllers only. Not the node lifecycle controller: the not-ready
 #   taint that TaintNodesByCondition puts on a new Node is lifted by `up` once the kubelet
 #   reports the Node Ready, and nothing evicts pods when the kubelet stops for a restart.
 # - The kubelet as kubeadm configures it (client certificate for system:node:NAME in
@@ -59,13 +65,15 @@ set_minor() {
   k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$module/go.mod")
   [ -n "$k8s_version" ] || die "cannot read the Kubernetes version in $module/go.mod"
   local key
-  key=$( (echo recipe 2; cat "$module/go.mod" "$module/go.sum" "$installer_module/go.mod" \
+  key=$( (echo recipe 3; cat "$module/go.mod" "$module/go.sum" "$installer_module/go.mod" \
     "$installer_module/go.sum" "$installer_module/installer/main.go") | sha256sum | cut -c1-12)
   bin=$cache/kubernetes-$k8s_version-$key
 }
 
 # One concern a file: the build and the images, certificates and kubeconfigs, the static
-# pods, containerd and the kubelet, and up/down.
+# pods, the network namespace, containerd, the kubelet and kube-proxy, and up/down.
+# shellcheck source=scripts/lib/revision.sh
+. "$here/scripts/lib/revision.sh"
 # shellcheck source=scripts/lib/version-ldflags.sh
 . "$here/scripts/lib/version-ldflags.sh"
 # shellcheck source=scripts/node/build.sh
@@ -74,6 +82,8 @@ set_minor() {
 . "$here/scripts/node/pki.sh"
 # shellcheck source=scripts/node/pods.sh
 . "$here/scripts/node/pods.sh"
+# shellcheck source=scripts/node/network.sh
+. "$here/scripts/node/network.sh"
 # shellcheck source=scripts/node/runtime.sh
 . "$here/scripts/node/runtime.sh"
 # shellcheck source=scripts/node/lifecycle.sh

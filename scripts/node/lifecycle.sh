@@ -34,7 +34,12 @@ up() {
   for tool in containerd runc ctr buildah kubectl curl openssl; do
     command -v "$tool" >/dev/null || die "$tool is not installed (see .ci/run for the packages)"
   done
-  [ -x /usr/lib/cni/loopback ] || die "no /usr/lib/cni/loopback (apt-get install containernetworking-plugins)"
+  for plugin in bridge host-local loopback; do
+    [ -x "/usr/lib/cni/$plugin" ] || die "no /usr/lib/cni/$plugin (apt-get install containernetworking-plugins)"
+  done
+  for tool in ip nsenter iptables; do
+    command -v "$tool" >/dev/null || die "$tool is not installed (iproute2, util-linux, iptables)"
+  done
   dir=${dir:-$(mktemp -d "${TMPDIR:-/tmp}/metainit-node.XXXXXX")}
   mkdir -p "$dir/etc/kubernetes" "$dir/etcd"
   dir=$(cd "$dir" && pwd)
@@ -46,6 +51,8 @@ up() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' \
       >"$dir/$port.port"
   done
+  network_up
+  start_forward
   certificates
   kubeconfigs
   containerd_config
@@ -55,6 +62,8 @@ up() {
   control_plane_pods
   [ -z "$with_metainit" ] || metainit_pod
   start_kubelet
+  kube_proxy_config
+  start_kube_proxy
   wait_for "kube-apiserver's /readyz" 180 apiserver_ready
   date +%s >"$dir/apiserver-ready.at"
   # README's install steps: metainit's rights, once the API server answers.
@@ -76,6 +85,8 @@ up() {
 diagnose() {
   say "the kubelet's last errors:"
   grep -E '^E[0-9]{4}' "$dir/kubelet.log" 2>/dev/null | tail -n 15 >&2 || true
+  say "kube-proxy's last errors:"
+  grep -E '^E[0-9]{4}' "$dir/kube-proxy.log" 2>/dev/null | tail -n 5 >&2 || true
   say "containerd's last errors:"
   grep -E 'level=(error|fatal)' "$dir/containerd.log" 2>/dev/null | tail -n 10 >&2 || true
   local f
@@ -97,21 +108,24 @@ export NODE_MANIFESTS=$dir/manifests
 export NODE_METAINIT_MANIFEST=$dir/metainit.yaml
 export NODE_PKI=$dir/etc/kubernetes/pki
 export NODE_KUBERNETES=$k8s_version
+export NODE_NETNS=$(netns_path)
+export NODE_IP=$node_ip
 EOF
 }
 
-# Whether anything logged a connection to an address outside 127.0.0.0/8: the kubelet,
-# containerd, and every container's log.
+# Whether anything dialled outside loopback and the node's own namespace (the kubelet's,
+# kube-proxy's, containerd's and every container's logs, and the connections open now),
+# and whether that namespace is still closed (scripts/node/network.sh).
 check_network() {
   local found
-  found=$(grep -rhoE 'dial tcp [^ ]+' "$dir"/kubelet.log "$dir"/containerd.log "$dir/pod-logs" \
-    2>/dev/null | grep -vE 'dial tcp (127\.[0-9.]+|localhost|\[::1\]):' | sort | uniq -c || true)
+  found=$(dialled_outside)
   if [ -n "$found" ]; then
-    say "dialled outside 127.0.0.0/8 (see $dir/*.log):"
+    say "dialled outside loopback and the node's network (see $dir/*.log):"
     echo "$found" >&2
     return 1
   fi
-  say "nothing dialled outside 127.0.0.0/8"
+  network_closed || return 1
+  say "nothing dialled outside loopback and the node's network ($pod_subnet, $service_subnet)"
 }
 
 # Every container and sandbox gone, containerd stopped, nothing mounted under DIR.
@@ -130,13 +144,15 @@ stop_all_containers() {
 down() {
   [ -d "$dir" ] || return 0
   stop kubelet
+  stop kube-proxy
   stop_all_containers
   stop containerd
+  network_down
   pkill -KILL -f "containerd-shim.*$dir/" 2>/dev/null || true
   local m
   grep -oE " $dir/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" || true; done
-  # The pods' cgroups, leaf first, in every hierarchy.
-  find /sys/fs/cgroup/*/kubepods* -depth -type d -exec rmdir {} + 2>/dev/null || true
+  # This node's cgroups (its pods', under its own root), leaf first, in every hierarchy.
+  find /sys/fs/cgroup/*/"$(cgroup_root)" -depth -type d -exec rmdir {} + 2>/dev/null || true
   if [ -s "$dir/sysctls" ]; then
     while IFS= read -r kv; do sysctl -q -w "$kv" >/dev/null || true; done <"$dir/sysctls"
   fi

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# shellcheck disable=SC2154 # $dir, $here: scripts/node.sh's globals, set before it calls this
+# shellcheck disable=SC2154 # $dir, $here, $node_ip, $service_subnet: scripts/node.sh's globals, set before it calls this
 # The static pods (sourced by scripts/node.sh): etcd, kube-apiserver, kube-controller-manager
 # and kube-scheduler as kubeadm writes them (hostNetwork, system-node-critical, the host's
 # configuration mounted at the same path), and metainit from manifests/metainit.yaml as
@@ -88,22 +88,23 @@ control_plane_pods() {
     "--listen-client-urls=$etcd" "--advertise-client-urls=$etcd" \
     "--listen-peer-urls=$peer" "--initial-advertise-peer-urls=$peer" \
     "--initial-cluster=default=$peer" --listen-metrics-urls= --unsafe-no-fsync --log-level=warn
-  # --endpoint-reconciler-type none: 1.37 refuses a loopback --advertise-address otherwise.
+  # Every address of the node's network namespace (loopback and the node's), the node's
+  # advertised: the kubernetes Service's endpoint, where kube-proxy sends pods.
   pod kube-apiserver "$api_port" HTTPS "--etcd-servers=$etcd" \
-    --bind-address=127.0.0.1 "--secure-port=$api_port" --advertise-address=127.0.0.1 \
+    --bind-address=0.0.0.0 "--secure-port=$api_port" "--advertise-address=$node_ip" \
     "--tls-cert-file=$p/apiserver.crt" "--tls-private-key-file=$p/apiserver.key" \
     "--client-ca-file=$p/ca.crt" --authorization-mode=Node,RBAC \
     --enable-admission-plugins=NodeRestriction \
     "--kubelet-client-certificate=$p/apiserver-kubelet-client.crt" \
     "--kubelet-client-key=$p/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types=InternalIP \
-    --service-cluster-ip-range=10.96.0.0/16 "--service-account-issuer=https://127.0.0.1:$api_port" \
+    "--service-cluster-ip-range=$service_subnet" "--service-account-issuer=https://127.0.0.1:$api_port" \
     "--service-account-key-file=$p/sa.pub" "--service-account-signing-key-file=$p/sa.key" \
-    --enable-aggregator-routing=true --endpoint-reconciler-type=none --allow-privileged=true \
+    --enable-aggregator-routing=true --allow-privileged=true \
     "--audit-policy-file=$k/audit-policy.yaml" "--audit-log-path=$dir/log/audit.log"
   pod kube-controller-manager 0 HTTPS "--kubeconfig=$k/controller-manager.conf" \
     --leader-elect=false --secure-port=0 --use-service-account-credentials=true \
-    --controllers=deployment,replicaset,garbagecollector,serviceaccount,serviceaccount-token,root-ca-cert-publisher \
+    --controllers=deployment,replicaset,job,garbagecollector,namespace,endpoint,endpointslice,serviceaccount,serviceaccount-token,root-ca-cert-publisher \
     "--service-account-private-key-file=$p/sa.key" "--root-ca-file=$p/ca.crt"
   pod kube-scheduler 0 HTTPS "--kubeconfig=$k/scheduler.conf" --leader-elect=false --secure-port=0
 }

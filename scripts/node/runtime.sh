@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# shellcheck disable=SC2154 # $bin, $dir, $node_name: scripts/node.sh's globals, set before it calls this
-# containerd and the kubelet (sourced by scripts/node.sh): their configuration files, how
-# each starts and stops.
+# shellcheck disable=SC2154 # $bin, $dir, $node_name, $node_ip, $pod_subnet: scripts/node.sh's globals, set before it calls this
+# containerd, the kubelet and kube-proxy (sourced by scripts/node.sh): their configuration
+# files, how each starts (in the node's network namespace: scripts/node/network.sh) and stops.
 
 pid_of() { cat "$dir/$1.pid" 2>/dev/null || true; }
 
@@ -25,10 +25,11 @@ stop() { # NAME: SIGTERM, then SIGKILL after 10 s
 stop_kubelet() { stop kubelet; }
 stop_containerd() { stop containerd; }
 
-# A node going down as in a power cut: the kubelet, then every container (the static pods'
-# included), then containerd; its directories stay for start_node.
+# A node going down as in a power cut: the kubelet and kube-proxy, then every container (the
+# static pods' included), then containerd; its directories stay for start_node.
 stop_node() {
   stop kubelet
+  stop kube-proxy
   stop_all_containers
   stop containerd
 }
@@ -36,6 +37,7 @@ stop_node() {
 start_node() {
   start_containerd
   start_kubelet
+  start_kube_proxy
 }
 
 # wait_for WHAT SECONDS COMMAND...: polls COMMAND until it succeeds.
@@ -53,12 +55,7 @@ wait_for() {
 }
 
 containerd_config() {
-  mkdir -p "$dir/containerd" "$dir/cni/net.d"
-  # The loopback plugin alone: the runtime reports its network ready, no pod gets an
-  # address (every pod here is hostNetwork).
-  cat >"$dir/cni/net.d/10-loopback.conflist" <<'EOF'
-{"cniVersion": "1.0.0", "name": "loopback-only", "plugins": [{"type": "loopback"}]}
-EOF
+  mkdir -p "$dir/containerd"
   cat >"$dir/containerd/config.toml" <<EOF
 version = 2
 root = "$dir/containerd/root"
@@ -88,6 +85,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+  # The pods' network namespaces under DIR, not the machine's /run/netns.
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$dir/cni/net.d"
@@ -95,7 +94,7 @@ EOF
 }
 
 start_containerd() {
-  setsid containerd --config "$dir/containerd/config.toml" \
+  setsid nsenter --net="$(netns_path)" containerd --config "$dir/containerd/config.toml" \
     >>"$dir/containerd.log" 2>&1 </dev/null &
   echo $! >"$dir/containerd.pid"
   wait_for containerd 60 ctr_ version
@@ -117,8 +116,12 @@ authorization:
   mode: Webhook
   webhook: {cacheAuthorizedTTL: 0s, cacheUnauthorizedTTL: 0s}
 cgroupDriver: cgroupfs
+# This machine may run two nodes: each kubelet's pods under a cgroup of its own node (a
+# kubelet stops every pod it finds in its cgroup root that it does not know).
+cgroupRoot: $(cgroup_root)
 containerRuntimeEndpoint: unix://$dir/containerd/containerd.sock
-address: 127.0.0.1
+# Every address of the node's namespace: the API server reaches it at the node's.
+address: 0.0.0.0
 port: $(cat "$dir/kubelet.port")
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -149,10 +152,54 @@ podLogsDir: $dir/pod-logs
 EOF
 }
 
+# cgroup_root: this node's, under every hierarchy (cgroup v1, the kubelet wants it made).
+cgroup_root() { echo "/metainit-$(basename "$dir")"; }
+
+make_cgroup_root() {
+  local h c=/sys/fs/cgroup/cpuset
+  for h in /sys/fs/cgroup/*/; do
+    [ -d "$h" ] && mkdir -p "$h$(cgroup_root)" 2>/dev/null || true
+  done
+  # A new cpuset has no CPU and no memory node until given its parent's.
+  if [ -f "$c/cpuset.cpus" ]; then
+    cat "$c/cpuset.cpus" >"$c$(cgroup_root)/cpuset.cpus"
+    cat "$c/cpuset.mems" >"$c$(cgroup_root)/cpuset.mems"
+  fi
+}
+
 start_kubelet() {
-  setsid "$bin/kubelet" --config "$dir/etc/kubernetes/kubelet-config.yaml" \
+  make_cgroup_root
+  setsid nsenter --net="$(netns_path)" "$bin/kubelet" \
+    --config "$dir/etc/kubernetes/kubelet-config.yaml" \
     --kubeconfig "$dir/etc/kubernetes/kubelet.conf" --root-dir "$dir/kubelet" \
-    --hostname-override "$node_name" --node-ip 127.0.0.1 \
+    --hostname-override "$node_name" --node-ip "$node_ip" \
     >>"$dir/kubelet.log" 2>&1 </dev/null &
   echo $! >"$dir/kubelet.pid"
+}
+
+# kube-proxy, iptables mode, in the node's namespace (its rules are that namespace's): a
+# pod's kubernetes Service address reaches the API server. A process beside the kubelet, as
+# the kubelet is, not kubeadm's DaemonSet: its image would need iptables' binaries. It sets
+# no conntrack sysctl (global to the machine) and no route_localnet (no localhost NodePorts).
+kube_proxy_config() {
+  cat >"$dir/etc/kubernetes/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $dir/etc/kubernetes/kube-proxy.conf}
+hostnameOverride: $node_name
+mode: iptables
+clusterCIDR: $pod_subnet
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+iptables: {localhostNodePorts: false}
+nodePortAddresses: [primary]
+EOF
+}
+
+start_kube_proxy() {
+  setsid nsenter --net="$(netns_path)" "$bin/kube-proxy" \
+    --config "$dir/etc/kubernetes/kube-proxy.yaml" \
+    >>"$dir/kube-proxy.log" 2>&1 </dev/null &
+  echo $! >"$dir/kube-proxy.pid"
 }

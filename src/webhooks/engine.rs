@@ -24,7 +24,7 @@ use super::{
     decide::{self, Endpoints, Step},
     endpoints::{self, Source},
     hook::{self, Hook, Service},
-    patch,
+    nudge, patch,
     record::{Record, records_of},
 };
 use crate::{
@@ -336,8 +336,31 @@ impl Engine {
             };
             look.count(step, false);
             self.done(seen, h, step);
+            if let Step::Exempt { namespace, .. } = step {
+                self.wake_later(namespace, &h.name);
+            }
         }
         Ok(look)
+    }
+
+    /// The controllers `webhook` refused in `namespace`, woken once the API server has had
+    /// time to take the exemption in (2 s, then again 15 s later for one that was woken too
+    /// early and refused once more: nudge.rs). The daemon only: `--once` exits first.
+    fn wake_later(&self, namespace: &str, webhook: &str) {
+        if self.services.once() {
+            return;
+        }
+        let (client, namespace, webhook) = (
+            self.client.clone(),
+            namespace.to_string(),
+            webhook.to_string(),
+        );
+        tokio::spawn(async move {
+            for wait in [Duration::from_secs(2), Duration::from_secs(15)] {
+                tokio::time::sleep(wait).await;
+                nudge::nudge(&client, &namespace, &webhook).await;
+            }
+        });
     }
 
     /// Sends the JSON patch: `true` once accepted, `false` if the configuration is gone.

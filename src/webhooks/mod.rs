@@ -22,6 +22,7 @@ pub mod decide;
 pub mod endpoints;
 mod engine;
 pub mod hook;
+mod nudge;
 pub mod once;
 pub mod patch;
 pub mod record;

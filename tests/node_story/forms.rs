@@ -212,7 +212,7 @@ fn helm_test_fails_when_not_ready(node: &Node, selector: &str) {
     // Not ready for good, not merely not yet: its /readyz (the node's port 10275, the
     // static pod parked) says the watch was refused.
     let why = until("the release's /readyz: 503, forbidden", WAIT, || {
-        admin_readyz()
+        admin_readyz(node)
             .filter(|(code, body)| *code == 503 && body.to_lowercase().contains("forbidden"))
     });
     println!("the release's /readyz: {why:?}");
@@ -222,12 +222,14 @@ fn helm_test_fails_when_not_ready(node: &Node, selector: &str) {
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(!out.status.success(), "helm test passed: {stdout}{stderr}");
-    // Its log, as the kubelet wrote it (`helm test --logs` and `kubectl logs` ask the
-    // kubelet through the node's address, which this node does not report).
+    // Its log, as the kubelet wrote it: the release's pod asked at the node's address (a
+    // hostNetwork pod's IP), 503.
     let log = test_pod_log(node);
     println!("helm test metainit (not ready): {}\n{log}", stderr.trim());
+    let asked = format!("http://{}:10275/readyz (pod ", node.get("NODE_IP"));
     assert!(
-        log.contains("not ready, on this node, no IP: at loopback): 503: ")
+        log.contains(&asked)
+            && log.contains(", not ready): 503: ")
             && log.contains("did not answer 200"),
         "{log}"
     );
@@ -248,19 +250,18 @@ fn helm_test_fails_when_not_ready(node: &Node, selector: &str) {
     gone(node, selector);
 }
 
-/// GET /readyz on the node's admin port: the status code and the body.
-fn admin_readyz() -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut conn = std::net::TcpStream::connect("127.0.0.1:10275").ok()?;
-    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+/// GET /readyz on the node's admin port (in the node's network namespace): the status
+/// code and the body.
+fn admin_readyz(node: &Node) -> Option<(u16, String)> {
+    let out = node
+        .in_netns("curl")
+        .args(["-s", "--max-time", "5", "-w", "\n%{http_code}"])
+        .arg("http://127.0.0.1:10275/readyz")
+        .output()
         .ok()?;
-    conn.write_all(b"GET /readyz HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
-        .ok()?;
-    let mut text = String::new();
-    conn.read_to_string(&mut text).ok()?;
-    let code = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n")?.1.to_string();
-    Some((code, body))
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (body, code) = text.rsplit_once('\n')?;
+    Some((code.trim().parse().ok()?, body.to_string()))
 }
 
 /// The log of the `helm test` pod's container, from the kubelet's pod-logs directory: the

@@ -2,6 +2,7 @@
 //! what they read from it: the API server through kubectl as the admin, the kubelet's pods,
 //! metainit's process. Std only: the node's tests are synchronous.
 
+pub mod guard;
 pub mod installer;
 
 use std::{
@@ -144,6 +145,15 @@ impl Node {
             .arg(format!("{}/readyz", self.get("NODE_SERVER")))
             .status()
             .is_ok_and(|s| s.success())
+    }
+
+    /// `program` in the node's network namespace (where its hostNetwork pods listen; the
+    /// machine reaches only the API server, through scripts/node/forward.py).
+    pub fn in_netns(&self, program: &str) -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net={}", self.get("NODE_NETNS")))
+            .arg(program);
+        cmd
     }
 
     /// The API server's port on loopback.

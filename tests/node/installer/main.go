@@ -7,6 +7,10 @@
 //
 //	installer webhook      serves /mutate and /healthz over TLS on $ADDR ($CERT, $KEY)
 //	installer controller   lifts the gate, every 200 ms; /readyz on $ADDR once it has listed
+//	installer guard        a fail-closed webhook of tests/node_story/webhook.rs: /validate
+//	                       allows every pod, /mutate annotates it example.com/admitted-by
+//	                       with $POD_NAME (so the pod shows which replica the API server
+//	                       called), each logged; /healthz; over TLS on $ADDR ($CERT, $KEY)
 //
 // Only the standard library: the controller talks to the API server with its projected
 // token, at $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (the pod sets them to the
@@ -31,13 +35,15 @@ const gate = "example.com/installer"
 
 func main() {
 	if len(os.Args) != 2 {
-		log.Fatal("usage: installer webhook|controller")
+		log.Fatal("usage: installer webhook|controller|guard")
 	}
 	switch os.Args[1] {
 	case "webhook":
 		webhook()
 	case "controller":
 		controller()
+	case "guard":
+		guard()
 	default:
 		log.Fatalf("unknown mode %q", os.Args[1])
 	}
@@ -51,11 +57,13 @@ type review struct {
 }
 
 type reviewRequest struct {
-	UID    string `json:"uid"`
-	Object struct {
+	UID       string `json:"uid"`
+	Namespace string `json:"namespace"`
+	Object    struct {
 		Metadata struct {
-			Name      string `json:"name"`
-			Namespace string `json:"namespace"`
+			Name        string            `json:"name"`
+			Namespace   string            `json:"namespace"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 		Spec struct {
 			SchedulingGates []map[string]string `json:"schedulingGates"`
@@ -92,6 +100,39 @@ func webhook() {
 		_ = json.NewEncoder(w).Encode(out)
 	})
 	log.Printf("webhook listening on %s", os.Getenv("ADDR"))
+	log.Fatal(http.ListenAndServeTLS(os.Getenv("ADDR"), os.Getenv("CERT"), os.Getenv("KEY"), nil))
+}
+
+// guard: the webhook whose own pods its configuration intercepts (failurePolicy Fail).
+func guard() {
+	me := os.Getenv("POD_NAME")
+	answer := func(w http.ResponseWriter, r *http.Request, mutate bool) {
+		var in review
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Request == nil {
+			http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+			return
+		}
+		resp := &reviewResponse{UID: in.Request.UID, Allowed: true}
+		if mutate {
+			// A pod with no annotations has no map to add a key to.
+			op := map[string]any{"op": "add", "path": "/metadata/annotations/example.com~1admitted-by", "value": me}
+			if in.Request.Object.Metadata.Annotations == nil {
+				op = map[string]any{"op": "add", "path": "/metadata/annotations",
+					"value": map[string]string{"example.com/admitted-by": me}}
+			}
+			resp.PatchType = "JSONPatch"
+			resp.Patch, _ = json.Marshal([]map[string]any{op})
+		}
+		log.Printf("%s called for pod %s/%s (mutate %v)", r.URL.Path, in.Request.Namespace,
+			in.Request.Object.Metadata.Name, mutate)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(review{APIVersion: "admission.k8s.io/v1",
+			Kind: "AdmissionReview", Response: resp})
+	}
+	http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	http.HandleFunc("/validate", func(w http.ResponseWriter, r *http.Request) { answer(w, r, false) })
+	http.HandleFunc("/mutate", func(w http.ResponseWriter, r *http.Request) { answer(w, r, true) })
+	log.Printf("guard %s listening on %s", me, os.Getenv("ADDR"))
 	log.Fatal(http.ListenAndServeTLS(os.Getenv("ADDR"), os.Getenv("CERT"), os.Getenv("KEY"), nil))
 }
 
