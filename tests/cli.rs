@@ -81,6 +81,14 @@ async fn bad_flags_exit_2_naming_flag_value_and_rule() {
             vec!["--label-key", "-x", "begins and ends"],
         ),
         (vec!["Bad_Key!"], vec!["Bad_Key!", "label key"]),
+        // A subcommand after a flag would start the watcher with label key "status".
+        (
+            vec!["--kubeconfig", "/nowhere", "status"],
+            vec![
+                "\"status\" is a subcommand: give it first",
+                "--label-key status",
+            ],
+        ),
         (
             vec!["--namespace", "Kube_System"],
             vec!["--namespace", "Kube_System", "DNS-1123 label"],

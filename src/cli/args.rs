@@ -71,7 +71,7 @@ pub struct KubeconfigArgs {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// The label key, as the original tool took it (same as --label-key).
-    #[arg(value_name = "LABEL_KEY", value_parser = parse_label_key)]
+    #[arg(value_name = "LABEL_KEY", value_parser = parse_positional_label_key)]
     pub positional_label_key: Option<String>,
 
     #[command(flatten)]

@@ -13,6 +13,18 @@ pub(super) fn parse_label_key(s: &str) -> Result<String, String> {
     validation::label_key(s).map(|()| s.to_string())
 }
 
+/// The watcher's positional label key: never a subcommand's name, which there means the
+/// subcommand came after a flag (`metainit --kubeconfig F status` would otherwise start the
+/// watcher with label key "status").
+pub(super) fn parse_positional_label_key(s: &str) -> Result<String, String> {
+    if ["status", "probe", "completions"].contains(&s) {
+        return Err(format!(
+            "\"{s}\" is a subcommand: give it first, before the flags (metainit {s} --kubeconfig ...); for a label key named so, use --label-key {s}"
+        ));
+    }
+    parse_label_key(s)
+}
+
 pub(super) fn parse_namespace(s: &str) -> Result<String, String> {
     validation::namespace(s).map(|()| s.to_string())
 }
