@@ -73,7 +73,7 @@ _arguments "${_arguments_options[@]}" : \
 '(-n --namespace)-A[Every namespace, as kubectl'\''s -A\: what status lists without -n anyway]' \
 '(-n --namespace)--all-namespaces[Every namespace, as kubectl'\''s -A\: what status lists without -n anyway]' \
 '--webhooks[Also list the webhooks of the labelled webhook configurations that are down (no ready endpoint) or exempted, and their state, as \`--webhooks\` sees them. Needs list on the two configuration kinds and on endpointslices (manifests/rbac-webhooks.yaml). From the environment\: 1/0, true/false, yes/no]' \
-'(--max-age)--risks[Instead of what is held back now, what would stall a cold start\: fail-closed webhooks that admit their own pods, cycles of webhooks, webhooks on pods/binding, system pods behind a webhook that a pod-network outage stops, gated templates nobody lifts; each with the fix and whether metainit as configured (label key, --webhooks, --release-gate) clears it. Exit 3 when there is one. Needs manifests/rbac-status.yaml]' \
+'(--max-age)--risks[Instead of what is held back now, what would stall a cold start\: fail-closed webhooks that admit their own pods, cycles of webhooks, webhooks on pods/binding, system pods behind a webhook that a pod-network outage stops, gated templates nobody lifts; and, now, fail-closed webhooks that are down and what they block; each with the fix and whether metainit as configured (label key, --webhooks, --release-gate) clears it. Exit 3 when there is one. Needs manifests/rbac-status.yaml]' \
 '-h[Print help]' \
 '--help[Print help]' \
 '::positional_label_key -- The label key, as the main command takes it (same as --label-key):_default' \

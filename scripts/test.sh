@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run installs the tools first):
 #   bash scripts/test.sh
-# cargo's test summary comes last but for the oldest minor's table (scripts/matrix.sh).
+# cargo's test summary comes last.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -74,9 +74,4 @@ if ! network=$(bash scripts/control-plane.sh check-network 2>&1); then
     echo "$network"
     exit 1
 fi
-
-oldest=$(bash scripts/control-plane.sh versions | awk 'NR == 1 { print $1 }')
-if [ "$oldest" != "$METAINIT_KUBERNETES" ]; then
-    step "scripts/matrix.sh --without-node $oldest (the real-server tests on the oldest pinned minor; the newest ran above)"
-    bash scripts/matrix.sh --without-node "$oldest"
-fi
+# The older pinned minors: scripts/matrix.sh (CI runs the newest only: .ci/run says why).

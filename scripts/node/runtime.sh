@@ -158,7 +158,7 @@ cgroup_root() { echo "/metainit-$(basename "$dir")"; }
 make_cgroup_root() {
   local h c=/sys/fs/cgroup/cpuset
   for h in /sys/fs/cgroup/*/; do
-    [ -d "$h" ] && mkdir -p "$h$(cgroup_root)" 2>/dev/null || true
+    if [ -d "$h" ]; then mkdir -p "$h$(cgroup_root)" 2>/dev/null || true; fi
   done
   # A new cpuset has no CPU and no memory node until given its parent's.
   if [ -f "$c/cpuset.cpus" ]; then

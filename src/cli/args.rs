@@ -207,8 +207,9 @@ pub struct StatusArgs {
     /// Instead of what is held back now, what would stall a cold start: fail-closed
     /// webhooks that admit their own pods, cycles of webhooks, webhooks on pods/binding,
     /// system pods behind a webhook that a pod-network outage stops, gated templates nobody
-    /// lifts; each with the fix and whether metainit as configured (label key, --webhooks,
-    /// --release-gate) clears it. Exit 3 when there is one. Needs manifests/rbac-status.yaml.
+    /// lifts; and, now, fail-closed webhooks that are down and what they block; each with the
+    /// fix and whether metainit as configured (label key, --webhooks, --release-gate) clears
+    /// it. Exit 3 when there is one. Needs manifests/rbac-status.yaml.
     #[arg(long, env = "METAINIT_RISKS", action = ArgAction::SetTrue, value_parser = parse_bool, conflicts_with = "max_age")]
     pub risks: bool,
 }

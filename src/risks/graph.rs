@@ -61,6 +61,8 @@ pub struct World {
     /// Each Service's selector (`None`: it has none).
     pub services: BTreeMap<Service, Option<Labels>>,
     pub templates: Vec<Template>,
+    /// The services of fail-closed webhooks that have no ready endpoint now.
+    pub down: BTreeSet<Service>,
 }
 
 impl World {
@@ -163,6 +165,22 @@ impl World {
                 self.sees(w, t, POD_BINDING) || self.sees(w, t, POD_STATUS)
             })
             .collect()
+    }
+
+    /// What `w` blocks while down: the namespaces whose pod creation it sees, and the
+    /// templates there whose pods it sees.
+    pub fn blocked(&self, w: &Webhook) -> (Vec<String>, Vec<usize>) {
+        let namespaces = self
+            .namespaces
+            .keys()
+            .filter(|ns| select::selects(&w.namespace_selector, &self.namespace_labels(ns)))
+            .filter(|_| select::covers(&w.rules, POD_CREATE))
+            .cloned()
+            .collect();
+        let templates = (0..self.templates.len())
+            .filter(|&t| self.sees(w, &self.templates[t], POD_CREATE))
+            .collect();
+        (namespaces, templates)
     }
 
     /// The system templates (kube-system's, and hostNetwork DaemonSets': CNI, kube-proxy,

@@ -3,6 +3,7 @@
 //! turns that into findings, each with the objects involved, why, the fix, and whether the
 //! running metainit (its label key, `--webhooks`, `--release-gate`) would clear it.
 
+mod down;
 pub mod graph;
 pub mod read;
 pub mod render;
@@ -16,6 +17,7 @@ use graph::{Template, Webhook, World};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Risk {
+    Down,
     SelfInterception,
     Cycle,
     Binding,
@@ -26,6 +28,7 @@ pub enum Risk {
 impl Risk {
     pub fn label(self) -> &'static str {
         match self {
+            Risk::Down => "down",
             Risk::SelfInterception => "self-interception",
             Risk::Cycle => "cycle",
             Risk::Binding => "binding",
@@ -79,6 +82,9 @@ pub fn forecast(world: &World, running: &Running) -> Vec<Finding> {
         if !system.is_empty() {
             out.push(system_pods(world, w, &system, running));
         }
+    }
+    for service in &world.down {
+        out.extend(down::finding(world, service, running));
     }
     for cycle in world.cycles() {
         out.push(cycle_finding(world, &cycle, running));

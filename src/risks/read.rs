@@ -1,7 +1,8 @@
 //! What the forecast reads, by one paged LIST of each kind (read-only): both kinds of
 //! webhook configuration, namespaces, services, and the pod templates of Deployments,
 //! StatefulSets, DaemonSets, Jobs, ReplicaSets and pods that no controller owns
-//! (manifests/rbac-status.yaml grants exactly these).
+//! (manifests/rbac-status.yaml grants exactly these), and the EndpointSlices of the
+//! services fail-closed webhooks call (which are down now).
 
 use std::time::Duration;
 
@@ -96,6 +97,7 @@ async fn read_all(client: &Client, url: &str, label_key: &str, each: Duration) -
             .services
             .insert(key, select::service_selector(&svc.data));
     }
+    mark_down(client, &mut world).await;
     for (group, kind, plural) in WORKLOADS {
         for obj in all(client, &resource(group, kind, plural), url, each).await? {
             if kind == "ReplicaSet" && controlled(&obj) {
@@ -113,6 +115,24 @@ async fn read_all(client: &Client, url: &str, label_key: &str, each: Duration) -
         }
     }
     Ok(world)
+}
+
+/// The services of fail-closed webhooks with no ready endpoint now (one LIST of each
+/// one's EndpointSlices; one that cannot be read is not called down).
+async fn mark_down(client: &Client, world: &mut World) {
+    let services: std::collections::BTreeSet<hook::Service> = world
+        .webhooks
+        .iter()
+        .filter(|w| w.fails_closed)
+        .filter_map(|w| w.service.clone())
+        .collect();
+    for service in services {
+        if let Ok(slices) = crate::webhooks::endpoints::slices(client, &service).await
+            && !crate::webhooks::endpoints::any_ready(&slices)
+        {
+            world.down.insert(service);
+        }
+    }
 }
 
 /// A pod as a template: its labels and spec.

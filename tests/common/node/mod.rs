@@ -4,6 +4,7 @@
 
 pub mod guard;
 pub mod installer;
+pub mod kueue;
 
 use std::{
     collections::HashMap,
