@@ -218,6 +218,9 @@ def check_summary():
             problem(page, 1, "a page of the book that docs/src/SUMMARY.md does not name")
 
 
+README_MOST = 150
+
+
 def main():
     pages = [ROOT / p for p in PAGES] + sorted((ROOT / "docs").rglob("*.md"))
     for page in pages:
@@ -225,6 +228,10 @@ def main():
     for path, text in repository_files():
         check_pointers(path, text)
     check_summary()
+    # The front page stays a front page (issue 50): the rest belongs in the book.
+    lines = len((ROOT / "README.md").read_text().splitlines())
+    if lines > README_MOST:
+        problems.append(f"README.md: {lines} lines, at most {README_MOST} (move the rest to docs/src)")
     if problems:
         print("\n".join(problems), file=sys.stderr)
         sys.exit(f"check-links: {len(problems)} broken (links, anchors, pointers to headings)")

@@ -3,7 +3,8 @@
 //! from its own config/default (scripts/kueue.sh), its webhooks served on the pod network.
 //! Only what metainit depends on is asserted of Kueue. One story, in order:
 //!
-//! a. Kueue gates the pods of its queue and lifts the gates when it admits them; metainit
+//! a. Kueue gates the pods of its queue and lifts the gates when it admits them (and
+//!    suspends a Job of its queue until it admits it: no gate there); metainit
 //!    (the static pod, and a daemon from the machine with `--watch-gates`) leaves them alone
 //!    (unlabelled: no PATCH of metainit's in the audit log); a pod over the quota stays
 //!    gated, and `metainit status` lists its gate with its age, `metainit_gated_pods` counts it;
@@ -34,6 +35,27 @@ use common::node::{
 
 const EXTRA: &str = "example.com/extra";
 const CNI_AGENT: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: cni}\n---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: cni-agent, namespace: cni}\nspec:\n  selector: {matchLabels: {app: cni-agent}}\n  template:\n    metadata: {labels: {app: cni-agent}}\n    spec:\n      hostNetwork: true\n      containers: [{name: c, image: localhost/node/pause:test, imagePullPolicy: Never}]\n";
+
+/// A Job of Kueue's queue: created suspended by Kueue's webhook (its way for Jobs: no gate),
+/// unsuspended when admitted; its pod runs.
+fn a_job_admitted(node: &Node) -> String {
+    let job = format!(
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {{name: train, namespace: {NS}, labels: {{kueue.x-k8s.io/queue-name: user-queue}}}}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - {{name: c, image: localhost/node/pause:test, imagePullPolicy: Never, resources: {{requests: {{cpu: 100m, memory: 10Mi}}}}}}\n"
+    );
+    let created = node
+        .kubectl(&["create", "-o", "json", "-f", "-"], Some(&job))
+        .expect("kubectl create the Job");
+    let created: serde_json::Value = serde_json::from_str(&created).unwrap();
+    assert_eq!(created["spec"]["suspend"], true, "not suspended by Kueue: {created}");
+    let start = Instant::now();
+    let pod = until("the Job admitted and its pod Running", WAIT, || {
+        node.pods(NS, "job-name=train")
+            .into_iter()
+            .find(|p| p["status"]["phase"] == "Running" && gates(p).is_empty())
+    });
+    println!("a. Kueue suspended a Job of its queue and admitted it: its pod Running {:?} after", start.elapsed());
+    pod["metadata"]["name"].as_str().unwrap().to_string()
+}
 
 fn admitted_and_held(node: &Node, conf: &Path) {
     // Created gated: the object the API server returns carries Kueue's gate.
@@ -256,11 +278,12 @@ fn kueue_holds_pods_and_metainit_releases_only_what_it_is_told() {
     node.kubectl(&["apply", "-f", rbac], None)
         .expect("kubectl apply rbac-status.yaml");
     admitted_and_held(&node, &conf);
+    let job_pod = a_job_admitted(&node);
     the_extra_gate(&node, &conf, &reader);
     kueue_down(&node, &conf, &reader);
     kueue_uninstalled(&node, &conf);
     // metainit never wrote a pod of team-a but where told (the extra and admission gates).
-    for name in ["small", "young"] {
+    for name in ["small", "young", job_pod.as_str()] {
         let by_metainit = pod_writes(&node, NS, name)
             .into_iter()
             .filter(|(user, _, _)| user == "metainit")

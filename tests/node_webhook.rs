@@ -89,12 +89,15 @@ fn broken(node: &Node, before: &Value) {
 fn a_node_restart(node: &Node, before: &Value) {
     assert!(node.script(&["stop", "node"]), "node.sh stop node");
     let down = Instant::now();
+    let down_at = common::node::now();
     assert!(node.script(&["start", "node"]), "node.sh start node");
     until("the API server ready again", WAIT, || {
         node.readyz().then_some(())
     });
-    until("both guard replicas Running and ready again", WAIT, || {
-        (guard::ready(node).len() == 2).then_some(())
+    // Their containers started again (the API server kept the Ready of before the stop: no
+    // node lifecycle controller runs), and their Service's endpoints the new addresses.
+    until("both guard replicas started again, Ready, their endpoints", WAIT, || {
+        guard::serving_since(node, down_at).then_some(())
     });
     let ready = down.elapsed();
     until("both configurations as before the restart", WAIT, || {

@@ -69,8 +69,18 @@ ctr_() { ctr --address "$dir/containerd/containerd.sock" --namespace k8s.io "$@"
 metainit_image() {
   local context=$dir/images/metainit
   mkdir -p "$context"
-  # The revision image-check's build was given: then this build is cargo's no-op.
-  METAINIT_REVISION=$(revision) bash "$here/scripts/build-static.sh" amd64 "$context/metainit" >&2
+  # The revision image-check's build was given, and none of the variables cargo sets for a
+  # test or bench that boots this node (OUT_DIR, LD_LIBRARY_PATH, RUSTUP_TOOLCHAIN, CARGO_*:
+  # seen to rebuild ring and every crate above it): then this build is cargo's no-op.
+  local v unset=()
+  for v in $(compgen -e); do
+    case $v in
+      CARGO_HOME | CARGO_TARGET_DIR | CARGO_INCREMENTAL) ;;
+      CARGO* | OUT_DIR | LD_LIBRARY_PATH | RUSTUP_TOOLCHAIN* | RUST_RECURSION_COUNT | METAINIT_*) unset+=(-u "$v") ;;
+    esac
+  done
+  env "${unset[@]}" METAINIT_REVISION="$(revision)" \
+    bash "$here/scripts/build-static.sh" amd64 "$context/metainit" >&2
   cp /etc/ssl/certs/ca-certificates.crt "$context/ca-certificates.crt"
   python3 "$here/scripts/final-stage.py" "$here/Dockerfile" >"$context/Containerfile"
   "${B[@]}" build --quiet --isolation chroot -f "$context/Containerfile" \

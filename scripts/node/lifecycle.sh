@@ -131,7 +131,8 @@ check_network() {
 # Every container and sandbox gone, containerd stopped, nothing mounted under DIR.
 stop_all_containers() {
   running containerd || return 0
-  local t
+  local t netns
+  netns=$(pod_netns)
   for t in $(ctr_ tasks ls -q 2>/dev/null); do
     ctr_ tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true
   done
@@ -139,6 +140,18 @@ stop_all_containers() {
     [ -z "$(ctr_ tasks ls -q 2>/dev/null)" ] && break
     sleep 0.2
   done
+  # Their network namespaces, which containerd 1.6 keeps in the machine's /run/netns and
+  # removes only when the kubelet stops a sandbox: those of this node's sandboxes, by name.
+  for t in $netns; do ip netns del "$t" 2>/dev/null || true; done
+}
+
+# pod_netns: the names of this node's pods' network namespaces (/run/netns/cni-...), as its
+# own containerd's sandboxes name them.
+pod_netns() {
+  local c
+  for c in $(ctr_ containers ls -q 2>/dev/null); do
+    ctr_ containers info "$c" 2>/dev/null | grep -oE '"/(var/)?run/netns/cni-[0-9a-f-]+"' || true
+  done | tr -d '"' | sed 's|.*/||' | sort -u
 }
 
 down() {

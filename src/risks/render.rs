@@ -30,9 +30,11 @@ impl Forecast {
 pub fn table(f: &Forecast) -> String {
     let mut out = String::new();
     for finding in &f.findings {
-        let head = match finding.webhooks.is_empty() {
-            true => finding.objects.join(", "),
-            false => finding.webhooks.join(" -> "),
+        // A cycle's webhooks in its order; the others' as a list.
+        let head = match (finding.webhooks.is_empty(), finding.risk) {
+            (true, _) => finding.objects.join(", "),
+            (false, super::Risk::Cycle) => finding.webhooks.join(" -> "),
+            (false, _) => finding.webhooks.join(", "),
         };
         out.push_str(&format!("{}: {head}\n", finding.risk.label()));
         if !finding.webhooks.is_empty() {

@@ -22,16 +22,7 @@ const EXEMPTED: &str = "k8s.opsani.io/metainit-exempted";
 
 /// A manifest of tests/node/guard with its `${NAME}`s replaced.
 fn manifest(file: &str, values: &[(&str, &str)]) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/node/guard")
-        .join(file);
-    let mut text =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    for (name, value) in values {
-        text = text.replace(&format!("${{{name}}}"), value);
-    }
-    assert!(!text.contains("${"), "{file}: a value is missing: {text}");
-    text
+    super::manifest("tests/node/guard", file, values)
 }
 
 /// The guard, its Secret, both replicas Ready, then its configurations.
@@ -69,6 +60,34 @@ pub fn ready(node: &Node) -> Vec<String> {
         .filter(|p| running_and_ready(p) && p["metadata"]["deletionTimestamp"].is_null())
         .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
         .collect()
+}
+
+/// Whether both replicas run containers started at `since` or later (epoch seconds), are
+/// Ready, and are exactly the ready endpoints of the guard's Service (a restart gives pods
+/// new addresses; the EndpointSlice follows).
+pub fn serving_since(node: &Node, since: i64) -> bool {
+    let pods: Vec<Value> = node
+        .pods(NS, SELECTOR)
+        .into_iter()
+        .filter(|p| running_and_ready(p) && super::started(p).is_some_and(|t| t >= since))
+        .collect();
+    let mut ips: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p["status"]["podIP"].as_str().map(String::from))
+        .collect();
+    let slices = node
+        .json(&["-n", NS, "get", "endpointslices", "-l", "kubernetes.io/service-name=guard"])
+        .and_then(|v| v["items"].as_array().cloned())
+        .unwrap_or_default();
+    let mut ready: Vec<String> = slices
+        .iter()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["conditions"]["ready"] == true)
+        .filter_map(|e| e["addresses"][0].as_str().map(String::from))
+        .collect();
+    ips.sort();
+    ready.sort();
+    pods.len() == 2 && ips == ready
 }
 
 /// Both configurations as the API server holds them: their webhooks and annotations.

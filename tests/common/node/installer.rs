@@ -3,7 +3,6 @@
 //! that lifts the gates of the pods it has processed (tests/node/installer/main.go). Their
 //! manifests are tests/node/installer/*.yaml, which `bash scripts/demo.sh --node` applies too.
 
-use std::path::Path;
 
 use super::{Node, WAIT, running_and_ready, until};
 
@@ -17,16 +16,7 @@ pub fn free_port() -> u16 {
 
 /// A manifest of tests/node/installer with its `${NAME}`s replaced.
 pub fn manifest(file: &str, values: &[(&str, &str)]) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/node/installer")
-        .join(file);
-    let mut text =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    for (name, value) in values {
-        text = text.replace(&format!("${{{name}}}"), value);
-    }
-    assert!(!text.contains("${"), "{file}: a value is missing: {text}");
-    text
+    super::manifest("tests/node/installer", file, values)
 }
 
 /// The installer's webhook: a Deployment (not labelled) and its configuration, which gates

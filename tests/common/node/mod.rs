@@ -207,6 +207,19 @@ pub fn held_pod(ns: &str, name: &str, runs: bool) -> String {
     )
 }
 
+/// A manifest of the repository's directory `dir` (tests/node/installer, tests/node/guard)
+/// with its `${NAME}`s replaced, every one of them.
+pub fn manifest(dir: &str, file: &str, values: &[(&str, &str)]) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(file);
+    let mut text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    for (name, value) in values {
+        text = text.replace(&format!("${{{name}}}"), value);
+    }
+    assert!(!text.contains("${"), "{file}: a value is missing: {text}");
+    text
+}
+
 /// Polls `check` until it gives a value, for at most `limit`.
 pub fn until<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
