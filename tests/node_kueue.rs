@@ -46,14 +46,20 @@ fn a_job_admitted(node: &Node) -> String {
         .kubectl(&["create", "-o", "json", "-f", "-"], Some(&job))
         .expect("kubectl create the Job");
     let created: serde_json::Value = serde_json::from_str(&created).unwrap();
-    assert_eq!(created["spec"]["suspend"], true, "not suspended by Kueue: {created}");
+    assert_eq!(
+        created["spec"]["suspend"], true,
+        "not suspended by Kueue: {created}"
+    );
     let start = Instant::now();
     let pod = until("the Job admitted and its pod Running", WAIT, || {
         node.pods(NS, "job-name=train")
             .into_iter()
             .find(|p| p["status"]["phase"] == "Running" && gates(p).is_empty())
     });
-    println!("a. Kueue suspended a Job of its queue and admitted it: its pod Running {:?} after", start.elapsed());
+    println!(
+        "a. Kueue suspended a Job of its queue and admitted it: its pod Running {:?} after",
+        start.elapsed()
+    );
     pod["metadata"]["name"].as_str().unwrap().to_string()
 }
 

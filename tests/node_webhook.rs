@@ -96,9 +96,11 @@ fn a_node_restart(node: &Node, before: &Value) {
     });
     // Their containers started again (the API server kept the Ready of before the stop: no
     // node lifecycle controller runs), and their Service's endpoints the new addresses.
-    until("both guard replicas started again, Ready, their endpoints", WAIT, || {
-        guard::serving_since(node, down_at).then_some(())
-    });
+    until(
+        "both guard replicas started again, Ready, their endpoints",
+        WAIT,
+        || guard::serving_since(node, down_at).then_some(()),
+    );
     let ready = down.elapsed();
     until("both configurations as before the restart", WAIT, || {
         (guard::configs(node) == *before).then_some(())

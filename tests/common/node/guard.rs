@@ -76,7 +76,14 @@ pub fn serving_since(node: &Node, since: i64) -> bool {
         .filter_map(|p| p["status"]["podIP"].as_str().map(String::from))
         .collect();
     let slices = node
-        .json(&["-n", NS, "get", "endpointslices", "-l", "kubernetes.io/service-name=guard"])
+        .json(&[
+            "-n",
+            NS,
+            "get",
+            "endpointslices",
+            "-l",
+            "kubernetes.io/service-name=guard",
+        ])
         .and_then(|v| v["items"].as_array().cloned())
         .unwrap_or_default();
     let mut ready: Vec<String> = slices

@@ -3,7 +3,6 @@
 //! that lifts the gates of the pods it has processed (tests/node/installer/main.go). Their
 //! manifests are tests/node/installer/*.yaml, which `bash scripts/demo.sh --node` applies too.
 
-
 use super::{Node, WAIT, running_and_ready, until};
 
 pub fn free_port() -> u16 {
