@@ -5,7 +5,8 @@
 //! webhook on pods/binding, system pods behind a webhook a pod-network outage stops, a
 //! gated template nobody lifts), reported finding by finding, exit 3.
 //!
-//! A control plane of the test's own: its webhooks fail closed. No pod is created (no
+//! A control plane of the test's own: its webhooks fail closed, each with a ready endpoint
+//! (an EndpointSlice written as its controller would: they are up). No pod is created (no
 //! controller-manager runs here: the Deployments and the DaemonSet stay templates), so the
 //! API server calls no webhook and dials nothing.
 
@@ -91,7 +92,24 @@ fn only(namespaces: &[&str]) -> Value {
 fn served(cp: &ControlPlane, name: &str, ns: &str, entry: Value, labelled: bool) {
     service(cp, ns, name);
     deployment(cp, ns, name, json!({}));
+    ready_endpoint(cp, ns, name);
     webhook(cp, name, ns, entry, labelled);
+}
+
+/// The EndpointSlice the endpointslice controller would write for a running backend of
+/// `ns/name`: one ready endpoint (a TEST-NET address no one dials: no pod is created, so the
+/// API server calls no webhook). A webhook up: a forecast, not the `down` finding.
+fn ready_endpoint(cp: &ControlPlane, ns: &str, name: &str) {
+    cp.create(
+        ns,
+        &json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("{name}-1"), "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["192.0.2.10"], "conditions": {"ready": true}}],
+            "ports": [{"port": 8443, "protocol": "TCP"}],
+        }),
+    );
 }
 
 async fn risks(kubeconfig: &str, extra: &[&str]) -> (i32, Value, String) {
