@@ -185,8 +185,28 @@ fn the_deadlock(node: &Node) {
         back.elapsed()
     );
     // And the installer does its job: a workload's pod gated by the webhook, processed.
-    node.apply(
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: job, namespace: workloads}\nspec:\n  hostNetwork: true\n  containers: [{name: c, image: localhost/node/pause:test, imagePullPolicy: Never}]\n",
+    // Created gated by the installer's webhook: it fails open (`failurePolicy: Ignore`), so a
+    // call that did not answer in time creates the pod ungated, and nothing would process it;
+    // created again until the webhook gated it (the story is about the controller).
+    let workload = "apiVersion: v1\nkind: Pod\nmetadata: {name: job, namespace: workloads}\nspec:\n  hostNetwork: true\n  containers: [{name: c, image: localhost/node/pause:test, imagePullPolicy: Never}]\n";
+    until(
+        "the workload's pod created gated by the installer",
+        WAIT,
+        || {
+            let created = node
+                .kubectl(&["create", "-o", "json", "-f", "-"], Some(workload))
+                .ok()?;
+            let created: Value = serde_json::from_str(&created).ok()?;
+            if gates(&created).contains(&GATE.to_string()) {
+                return Some(());
+            }
+            println!("the installer's webhook did not gate the workload's pod: created again");
+            let _ = node.kubectl(
+                &["-n", "workloads", "delete", "pod", "job", "--wait=true"],
+                None,
+            );
+            None
+        },
     );
     let job = until(
         "the workload's pod processed by the installer and Running",
