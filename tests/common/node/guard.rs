@@ -29,20 +29,7 @@ fn manifest(file: &str, values: &[(&str, &str)]) -> String {
 pub fn install(node: &Node) {
     let pki = node.path("NODE_PKI");
     node.apply(&manifest("guard.yaml", &[]));
-    node.kubectl(
-        &[
-            "-n",
-            NS,
-            "create",
-            "secret",
-            "tls",
-            "guard-tls",
-            &format!("--cert={}", pki.join("guard-webhook.crt").display()),
-            &format!("--key={}", pki.join("guard-webhook.key").display()),
-        ],
-        None,
-    )
-    .expect("the guard's Secret");
+    node.tls_secret(NS, "guard-tls", "guard-webhook");
     until("both guard replicas Running and ready", WAIT, || {
         (ready(node).len() == 2).then_some(())
     });

@@ -25,20 +25,7 @@ pub fn install_webhook(node: &Node) {
     let port = free_port().to_string();
     let port = [("WEBHOOK_PORT", port.as_str())];
     node.apply(&manifest("webhook.yaml", &port));
-    node.kubectl(
-        &[
-            "-n",
-            "installer",
-            "create",
-            "secret",
-            "tls",
-            "webhook-tls",
-            &format!("--cert={}", pki.join("installer-webhook.crt").display()),
-            &format!("--key={}", pki.join("installer-webhook.key").display()),
-        ],
-        None,
-    )
-    .expect("the webhook's Secret");
+    node.tls_secret("installer", "webhook-tls", "installer-webhook");
     until("the webhook's pod Running and ready", WAIT, || {
         node.pods("installer", "app=installer-webhook")
             .into_iter()

@@ -157,6 +157,18 @@ impl Node {
         cmd
     }
 
+    /// The TLS Secret `ns/name` of the node's PKI pair `pair` (.crt and .key).
+    pub fn tls_secret(&self, ns: &str, name: &str, pair: &str) {
+        let pki = self.path("NODE_PKI");
+        let cert = format!("--cert={}", pki.join(format!("{pair}.crt")).display());
+        let key = format!("--key={}", pki.join(format!("{pair}.key")).display());
+        self.kubectl(
+            &["-n", ns, "create", "secret", "tls", name, &cert, &key],
+            None,
+        )
+        .unwrap_or_else(|e| panic!("the Secret {ns}/{name}: {e}"));
+    }
+
     /// The API server's port on loopback.
     pub fn api_port(&self) -> String {
         let server = self.get("NODE_SERVER");
