@@ -11,10 +11,12 @@
 #     -t ghcr.io/example/metainit:0.1.0 --push .
 # VERSION and REVISION become the image's OCI labels, and REVISION the commit that
 # `metainit --version` prints (the build context has no .git to read it from).
-# scripts/image-check.sh builds and runs the final stage below without this builder
-# stage (with binaries built on the host by the same scripts/build-static.sh), so keep
-# the two in step: it reads the final stage from this file and fails on a COPY it does
-# not know how to stage.
+# scripts/build-image.sh (what docs/src/install/image.md has users run: no base image
+# pulled, both platforms pushed, each form set to the digest) and scripts/image-check.sh
+# build the final stage below without this builder stage (scripts/lib/image.sh, over
+# binaries built on the host by the same scripts/build-static.sh), so keep the two in
+# step: they read the final stage from this file and fail on a COPY they do not know how
+# to stage.
 
 # Any Rust at or above the crate's rust-version (Cargo.toml) builds it.
 ARG RUST_VERSION=1

@@ -55,10 +55,9 @@ for arch in "${arches[@]}"; do
 done
 [[ -r $ca_bundle ]] || die "no CA bundle at $ca_bundle (apt-get install ca-certificates)"
 
-version=$(cargo metadata --format-version 1 --no-deps | python3 -c '
-import json, sys
-print([p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "metainit"][0])
-') || die "cargo metadata"
+# shellcheck source=scripts/lib/image.sh
+source scripts/lib/image.sh
+version=$(crate_version) || die "cargo metadata"
 # What a release build is given (Dockerfile: --build-arg REVISION, --build-arg SOURCE).
 # shellcheck source=scripts/lib/revision.sh
 source scripts/lib/revision.sh
@@ -115,11 +114,11 @@ for arch in "${arches[@]}"; do
     fi
 done
 
-# The final stage, with each `COPY --from=builder SRC DST` made a COPY from this context.
-# Only the three files the final stage should hold can be staged; anything else fails here,
-# so a change to the Dockerfile's final stage cannot slip past this check.
+# The final stage, with each `COPY --from=builder SRC DST` made a COPY from the context
+# scripts/lib/image.sh stages. Only the three files the final stage should hold can be
+# staged; anything else fails here, so a change to the Dockerfile's final stage cannot slip
+# past this check.
 mkdir -p "$tmp/context"
-cp "$ca_bundle" "$tmp/context/ca-certificates.crt"
 python3 scripts/final-stage.py Dockerfile >"$tmp/context/Containerfile" || die "cannot make the final stage from the Dockerfile (see above)"
 echo "--- final stage as built here:"
 cat "$tmp/context/Containerfile"
@@ -188,13 +187,9 @@ PY
 user=
 for arch in "${arches[@]}"; do
     echo "--- building the linux/$arch image"
-    cp "$tmp/bin/$arch/metainit" "$tmp/context/metainit"
-    cp "$tmp/bin/$arch/metainit.cdx.json" "$tmp/context/metainit.cdx.json"
-    "${B[@]}" bud --quiet --isolation chroot --platform "linux/$arch" \
-        --build-arg VERSION="$version" --build-arg REVISION="$revision" \
-        --build-arg SOURCE="$source_url" \
-        -f "$tmp/context/Containerfile" -t "localhost/metainit-image-check:$arch" \
-        "$tmp/context" >/dev/null
+    image_build "$arch" "$tmp/bin/$arch/metainit" "localhost/metainit-image-check:$arch" \
+        "$tmp/stage-$arch" "$version" "$revision" "$source_url" \
+        || die "the $arch image did not build (see above)"
     "${B[@]}" push --quiet "localhost/metainit-image-check:$arch" "oci:$tmp/oci-$arch" >/dev/null
     read -r user "image_compressed[$arch]" < <(inspect "$tmp/oci-$arch" "$arch" "$version" \
         "$revision" "$source_url" "$tmp/from-image-$arch") \
@@ -206,7 +201,6 @@ for arch in "${arches[@]}"; do
     image_unpacked[$arch]=$("${B[@]}" images --format '{{.Size}}' "localhost/metainit-image-check:$arch")
     echo "image size ($arch): ${image_unpacked[$arch]} (unpacked)"
 done
-rm "$tmp/context/metainit" "$tmp/context/metainit.cdx.json"
 
 # The kube-apiserver double, as Kubernetes 1.33, for --once runs that have something to do.
 echo "--- starting the kube-apiserver double"

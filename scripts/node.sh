@@ -72,6 +72,8 @@ set_minor() {
 
 # One concern a file: the build and the images, certificates and kubeconfigs, the static
 # pods, the network namespace, containerd, the kubelet and kube-proxy, and up/down.
+# shellcheck source=scripts/lib/image.sh
+. "$here/scripts/lib/image.sh"
 # shellcheck source=scripts/lib/revision.sh
 . "$here/scripts/lib/revision.sh"
 # shellcheck source=scripts/lib/version-ldflags.sh

@@ -64,8 +64,8 @@ import() {
 
 ctr_() { ctr --address "$dir/containerd/containerd.sock" --namespace k8s.io "$@"; }
 
-# metainit's image: the Dockerfile's final stage (scripts/final-stage.py) over the static
-# release binary and the host's CA bundle, as scripts/image-check.sh builds it.
+# metainit's image: the Dockerfile's final stage over the static release binary and the
+# host's CA bundle (scripts/lib/image.sh), as scripts/build-image.sh builds it.
 metainit_image() {
   local context=$dir/images/metainit
   mkdir -p "$context"
@@ -80,11 +80,9 @@ metainit_image() {
     esac
   done
   env "${unset[@]}" METAINIT_REVISION="$(revision)" \
-    bash "$here/scripts/build-static.sh" amd64 "$context/metainit" >&2
-  cp /etc/ssl/certs/ca-certificates.crt "$context/ca-certificates.crt"
-  python3 "$here/scripts/final-stage.py" "$here/Dockerfile" >"$context/Containerfile"
-  "${B[@]}" build --quiet --isolation chroot -f "$context/Containerfile" \
-    -t localhost/node/metainit:test "$context" >/dev/null
+    bash "$here/scripts/build-static.sh" amd64 "$context/bin/metainit" >&2
+  image_build amd64 "$context/bin/metainit" localhost/node/metainit:test "$context/stage" \
+    "$(crate_version)" "$(revision)"
   "${B[@]}" push --quiet localhost/node/metainit:test \
     "oci-archive:$dir/images/image.tar:localhost/node/metainit:test" >/dev/null
   ctr_ images import "$dir/images/image.tar" >/dev/null
