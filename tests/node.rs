@@ -13,23 +13,31 @@
 //! 5. the deadlock: without metainit's manifest, an installer's controller (gated by its own
 //!    webhook) stays gated for the whole wait; with it, the controller is cleared, Running and
 //!    ready, and then does its job on another pod;
-//! 6. the Deployment form (manifests/deployment) and the Helm chart, each running as a pod on
+//! 6. the image a user makes: `scripts/build-image.sh` builds it for amd64 and arm64 and
+//!    pushes it to a registry on the node (Debian's docker-registry, 127.0.0.1 in the node's
+//!    network namespace); the static pod it wrote, in place of the node's own, pulled by
+//!    containerd from there (the registry's log), Running and Ready, clearing a labelled pod;
+//! 7. the Deployment form (manifests/deployment) and the Helm chart, from the kustomization
+//!    and the values build-image.sh wrote, each running the pushed image as a pod on
 //!    the node with the token the kubelet projects, Ready by the kubelet's probes, clearing a
 //!    gated labelled pod (the audit log names its service account); the chart's `helm test`
 //!    passing on that pod, and failing on a release whose metainit cannot be ready;
-//! 7. a node restart: the kubelet, every container and containerd stopped, then started on
+//! 8. a node restart: the kubelet, every container and containerd stopped, then started on
 //!    the same directories: metainit back before the API server, clearing a labelled pod
 //!    created while it was down.
 //!
-//! This node has no pod network (every pod is hostNetwork; `scripts/node.sh`) and no
-//! kube-proxy: the Deployment form and the chart run in the node's network namespace and
+//! The Deployment form and the chart run in the node's network namespace (hostNetwork) and
 //! are told where the API server is, as on a cluster whose CNI is not up yet.
 
 mod common;
+#[path = "node_story/docs.rs"]
+mod docs;
 #[path = "node_story/forms.rs"]
 mod forms;
 #[path = "node_story/limits.rs"]
 mod limits;
+#[path = "node_story/registry.rs"]
+mod registry;
 #[path = "node_story/restart.rs"]
 mod restart;
 
@@ -251,14 +259,20 @@ fn a_control_plane_node_boots_with_metainit_and_breaks_an_installers_deadlock() 
     let node = Node::up();
     let boot = the_boot(&node);
     a_labelled_gated_pod_cleared(&node);
+    docs::run(&node, "static-pod-check", None);
+    docs::run(&node, "readme-check", None);
     limits::as_shipped(&node);
     never_restarted(&node, &boot);
     the_deadlock(&node);
+    let registry = registry::Registry::start(&node);
+    let pushed = registry.build_and_push(&node);
+    registry::the_static_pod_from_it(&node, &registry, &pushed);
     // The other two forms, with the static pod out of the way.
     park(&node);
-    forms::the_deployment_form(&node);
-    forms::the_helm_chart(&node);
+    forms::the_deployment_form(&node, &pushed);
+    forms::the_helm_chart(&node, &pushed);
     unpark(&node);
+    drop(registry);
     until("metainit's mirror pod Running and ready", WAIT, || {
         node.metainit().filter(running_and_ready)
     });

@@ -3,77 +3,53 @@
 //! the kubelet's probes, a gated labelled pod cleared by its service account (the API
 //! server's audit log says whose PATCH it was).
 //!
-//! What this node needs changed, and nothing else: no pod network and no kube-proxy, so the
-//! pod runs in the node's network namespace and is told where the API server is; one
-//! replica (a second would want the same port on the same node).
+//! Both run the image `scripts/build-image.sh` pushed to the node's registry
+//! (`registry.rs`), from the forms it wrote, installed and checked by the documentation's
+//! own blocks (`docs.rs`): two replicas on the pod network, as shipped. The release that
+//! cannot be ready runs in the node's network namespace (hostNetwork, told where the API
+//! server is), so that its /readyz is read on the node's port.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::Instant,
-};
+use std::{path::Path, process::Command, time::Instant};
 
-use crate::common::{
-    helm_binary,
-    node::{Node, WAIT, gates, held_pod, pod_writes, running_and_ready, until},
+use serde_json::Value;
+
+use crate::{
+    common::{
+        LABEL, helm_binary,
+        node::{Node, WAIT, gates, held_pod, pod_writes, running_and_ready, until},
+    },
+    docs,
+    registry::Pushed,
 };
 
 const ACCOUNT: &str = "system:serviceaccount:kube-system:metainit";
 
-/// A relative path from `from` to `to` (kustomize wants its bases relative).
-fn relative(from: &Path, to: &Path) -> PathBuf {
-    let from: Vec<_> = from.components().collect();
-    let to: Vec<_> = to.components().collect();
-    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-    let mut out = PathBuf::new();
-    for _ in common..from.len() {
-        out.push("..");
-    }
-    for c in &to[common..] {
-        out.push(c);
-    }
-    out
-}
-
-fn overlay(node: &Node) -> PathBuf {
-    let dir = node.path("METAINIT_NODE").join("deployment");
-    std::fs::create_dir_all(&dir).unwrap();
-    let base = relative(
-        &dir,
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/deployment"),
+/// The pod of a form, Running and Ready, its container running the image build-image.sh
+/// pushed (by digest: the image the kubelet asked for, and the one containerd pulled).
+pub fn runs_image(node: &Node, selector: &str, pushed: &Pushed) -> Value {
+    let pod = until(
+        "the form's pod of the pushed image Running and Ready",
+        WAIT,
+        || {
+            node.pods("kube-system", selector).into_iter().find(|p| {
+                p["spec"]["containers"][0]["image"] == pushed.image.as_str() && running_and_ready(p)
+            })
+        },
     );
-    let port = node.api_port();
-    std::fs::write(
-        dir.join("kustomization.yaml"),
-        format!(
-            r#"apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources: [{base}]
-images:
-- {{name: ghcr.io/example/metainit, newName: localhost/node/metainit, newTag: test}}
-patches:
-- target: {{kind: Deployment, name: metainit}}
-  patch: |
-    - {{op: replace, path: /spec/replicas, value: 1}}
-    - {{op: add, path: /spec/template/spec/hostNetwork, value: true}}
-    - {{op: add, path: /spec/template/spec/containers/0/env/-, value: {{name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}}}}
-    - {{op: add, path: /spec/template/spec/containers/0/env/-, value: {{name: KUBERNETES_SERVICE_PORT, value: "{port}"}}}}
-"#,
-            base = base.display()
-        ),
-    )
-    .unwrap();
-    dir
+    let status = &pod["status"]["containerStatuses"][0];
+    assert!(
+        status["imageID"]
+            .as_str()
+            .is_some_and(|id| id.ends_with(pushed.digest())),
+        "not the pushed image: {status}"
+    );
+    pod
 }
 
-/// The pod of a form, Running and Ready by the kubelet's probes, with the projected token
-/// mounted where in-cluster configuration reads it (seen from the host, in its root).
-fn ready_pod(node: &Node, selector: &str) {
-    let pod = until("the form's pod Running and Ready", WAIT, || {
-        node.pods("kube-system", selector)
-            .into_iter()
-            .find(running_and_ready)
-    });
+/// The pod of a form, as `runs_image`, with the projected token mounted where in-cluster
+/// configuration reads it (seen from the host, in its root).
+fn ready_pod(node: &Node, selector: &str, pushed: &Pushed) {
+    let pod = runs_image(node, selector, pushed);
     let volumes = pod["spec"]["volumes"]
         .as_array()
         .cloned()
@@ -99,8 +75,8 @@ fn ready_pod(node: &Node, selector: &str) {
     assert!(token.starts_with("eyJ"), "not a JWT: {token}");
 }
 
-/// A gated labelled pod, cleared and Running; the audit log shows the form's PATCH.
-fn clears(node: &Node, name: &str) {
+/// A gated labelled pod, cleared and Running; the audit log shows `account`'s PATCH.
+pub fn clears_by(node: &Node, name: &str, account: &str) {
     let start = Instant::now();
     node.apply(&held_pod("default", name, true));
     until("the pod cleared and Running", WAIT, || {
@@ -111,10 +87,10 @@ fn clears(node: &Node, name: &str) {
     assert!(
         writes
             .iter()
-            .any(|(user, code, _)| user == ACCOUNT && *code == 200),
-        "no PATCH of {name} by {ACCOUNT}: {writes:?}"
+            .any(|(user, code, _)| user == account && *code == 200),
+        "no PATCH of {name} by {account}: {writes:?}"
     );
-    println!("{name}: cleared by {ACCOUNT} in {:?}", start.elapsed());
+    println!("{name}: cleared by {account} in {:?}", start.elapsed());
 }
 
 fn gone(node: &Node, selector: &str) {
@@ -123,17 +99,48 @@ fn gone(node: &Node, selector: &str) {
     });
 }
 
-pub fn the_deployment_form(node: &Node) {
-    let dir = overlay(node);
-    let dir = dir.to_str().unwrap();
-    node.kubectl(&["apply", "-k", dir], None)
-        .unwrap_or_else(|e| panic!("kubectl apply -k: {e}"));
+/// The Deployment form as its pages say, every block run (`docs::run`): the README's quick
+/// start (build-image.sh's kustomization: two replicas on the pod network, the API server
+/// through the `kubernetes` Service), "Check it", a labelled pod cleared by its service
+/// account, the README's label patch, `metainit --once` from a workstation, and "Remove it".
+pub fn the_deployment_form(node: &Node, pushed: &Pushed) {
     let selector = "app.kubernetes.io/instance=metainit-deployment";
-    ready_pod(node, selector);
-    clears(node, "by-deployment");
-    node.kubectl(&["delete", "-k", dir], None)
-        .unwrap_or_else(|e| panic!("kubectl delete -k: {e}"));
+    docs::run(node, "readme-deployment", Some(pushed));
+    ready_pod(node, selector, pushed);
+    docs::run(node, "deployment-check", Some(pushed));
+    clears_by(node, "by-deployment", ACCOUNT);
+    the_label_patch(node);
+    docs::run(node, "readme-once", Some(pushed));
+    docs::run(node, "deployment-delete", Some(pushed));
     gone(node, selector);
+}
+
+/// The README's `kubectl patch` of a Deployment's pod template, on one made for it.
+fn the_label_patch(node: &Node) {
+    for args in [
+        &["create", "namespace", "docs"][..],
+        &[
+            "-n",
+            "docs",
+            "create",
+            "deployment",
+            "labelled",
+            "--image=localhost/node/pause:test",
+        ],
+    ] {
+        node.kubectl(args, None)
+            .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"));
+    }
+    docs::run(node, "readme-label", None);
+    let template = node
+        .json(&["-n", "docs", "get", "deployment", "labelled"])
+        .expect("the Deployment");
+    assert_eq!(
+        template["spec"]["template"]["metadata"]["labels"][LABEL], "true",
+        "{template}"
+    );
+    node.kubectl(&["delete", "namespace", "docs", "--wait=false"], None)
+        .unwrap_or_else(|e| panic!("kubectl delete namespace docs: {e}"));
 }
 
 /// helm as the node's admin, in kube-system, with a home of its own; its output.
@@ -161,20 +168,23 @@ fn helm_ok(node: &Node, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `helm install metainit` as this node needs it (its image, one replica, the node's
-/// network namespace, the API server's address), plus `extra` values.
-fn install(node: &Node, extra: &[&str]) {
+/// `helm install metainit -f VALUES` (build-image.sh's: the image), as this node needs it
+/// (one replica, the node's network namespace, the API server's address), plus `extra` values.
+fn install(node: &Node, pushed: &Pushed, extra: &[&str]) {
     let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/metainit");
     let api = format!(
         "apiServer.host=127.0.0.1,apiServer.port={}",
         node.api_port()
     );
+    let values = pushed.out.join("values.yaml");
     let mut args = vec![
         "install",
         "metainit",
         chart.to_str().unwrap(),
+        "-f",
+        values.to_str().unwrap(),
         "--set",
-        "image.repository=localhost/node/metainit,image.tag=test,replicas=1,hostNetwork=true",
+        "replicas=1,hostNetwork=true",
         "--set",
         &api,
     ];
@@ -184,31 +194,31 @@ fn install(node: &Node, extra: &[&str]) {
     helm_ok(node, &args);
 }
 
-pub fn the_helm_chart(node: &Node) {
-    install(node, &[]);
+/// The chart as its pages say, every block run: the README's quick start (build-image.sh's
+/// values; `helm test` passing on both replicas), a labelled pod cleared by its service
+/// account; the Helm page's install, test, upgrade and uninstall; the chart README's.
+/// Then a release that cannot be ready fails `helm test`.
+pub fn the_helm_chart(node: &Node, pushed: &Pushed) {
     // Release `metainit` has the kustomize base's names and labels.
     let selector = "app.kubernetes.io/instance=metainit-deployment";
-    ready_pod(node, selector);
-    clears(node, "by-helm");
-    helm_test_passes(node);
+    docs::run(node, "readme-helm", Some(pushed));
+    ready_pod(node, selector, pushed);
+    clears_by(node, "by-helm", ACCOUNT);
     helm_ok(node, &["uninstall", "metainit", "--wait"]);
     gone(node, selector);
-    helm_test_fails_when_not_ready(node, selector);
-}
-
-/// `helm test`: the test pod (the metainit image, `metainit probe`, hostNetwork and told
-/// where the API server is, as the release) GETs /readyz on the release's pod through its
-/// metrics Service: it passes (its pod is deleted on success, so no log to show).
-fn helm_test_passes(node: &Node) {
-    let out = helm_ok(node, &["test", "metainit", "--timeout", "3m"]);
-    println!("helm test, one Ready replica:\n{}", out.trim());
+    docs::run(node, "helm-page", Some(pushed));
+    gone(node, selector);
+    docs::run(node, "chart-readme", Some(pushed));
+    helm_ok(node, &["uninstall", "metainit", "--wait"]);
+    gone(node, selector);
+    helm_test_fails_when_not_ready(node, pushed, selector);
 }
 
 /// A release whose metainit cannot be ready (`--webhooks` without the chart's webhooks
 /// rights: its watch of the webhook configurations is forbidden): running, not Ready, and
 /// `helm test` fails, its log saying 503 and why.
-fn helm_test_fails_when_not_ready(node: &Node, selector: &str) {
-    install(node, &["extraArgs={--webhooks}"]);
+fn helm_test_fails_when_not_ready(node: &Node, pushed: &Pushed, selector: &str) {
+    install(node, pushed, &["extraArgs={--webhooks}"]);
     // Not ready for good, not merely not yet: its /readyz (the node's port 10275, the
     // static pod parked) says the watch was refused.
     let why = until("the release's /readyz: 503, forbidden", WAIT, || {

@@ -207,6 +207,31 @@ impl Node {
 
 /// A pod labelled with metainit's key and held by gate `HELD`: one that runs on the node
 /// (hostNetwork, the pause image) if `runs`, else one no node can take (only its gate matters).
+/// `command` without the variables cargo sets for a test (CARGO_*, OUT_DIR,
+/// LD_LIBRARY_PATH, RUSTUP_TOOLCHAIN, ...) and the test's METAINIT_* settings: a build it
+/// runs (scripts/build-static.sh, `cargo install`) then finds the workspace's artifacts
+/// fresh, as scripts/node/build.sh's own build does, instead of rebuilding every crate.
+pub fn without_cargo_env(command: &mut Command) {
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        let keep = matches!(
+            &*key,
+            "CARGO_HOME" | "CARGO_TARGET_DIR" | "CARGO_INCREMENTAL"
+        );
+        if !keep
+            && (key.starts_with("CARGO")
+                || key.starts_with("RUSTUP_TOOLCHAIN")
+                || key.starts_with("METAINIT_")
+                || matches!(
+                    &*key,
+                    "OUT_DIR" | "LD_LIBRARY_PATH" | "RUST_RECURSION_COUNT"
+                ))
+        {
+            command.env_remove(&*key);
+        }
+    }
+}
+
 pub fn held_pod(ns: &str, name: &str, runs: bool) -> String {
     let placement = if runs {
         "hostNetwork: true"

@@ -1,0 +1,146 @@
+//! The documentation's shell blocks marked `<!-- commands: node ID -->`, run on this node at
+//! the story's step that names ID (`scripts/check-commands.py` fails on a block no step
+//! runs, and on a step that names no block). Each block runs as one bash script
+//! (`-e -o pipefail`) in the node's network namespace ("on the node": its 127.0.0.1 is the
+//! node's), as the node's admin (`KUBECONFIG`), from the repository's root, with helm and
+//! `cargo install`'s binaries on PATH (installed under the node's directory, offline: the
+//! namespace reaches no registry, the crates are those the workspace fetched); then whatever it left in the background (a
+//! port-forward) is stopped. It fails if the script fails, or if its output lacks a text a
+//! trailing comment quotes (`# "ok"`; a trailing `...` is left out).
+//!
+//! The substitutions, and nothing else: `target/image` is build-image.sh's `--out`
+//! directory for this node; `REGISTRY/metainit` the repository it pushed to; `metainit-NODE` the node's mirror pod; `NAMESPACE` and `NAME`
+//! the Deployment the step made for the block (`docs`, `labelled`).
+
+use std::{
+    os::unix::process::CommandExt,
+    path::Path,
+    process::{Command, Stdio},
+};
+
+use serde_json::Value;
+
+use crate::{
+    common::{
+        helm_binary,
+        node::{Node, without_cargo_env},
+    },
+    registry::Pushed,
+};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The blocks marked `node STEP`, as scripts/check-commands.py lists them.
+fn blocks(step: &str) -> Vec<Value> {
+    let out = Command::new("python3")
+        .arg(Path::new(ROOT).join("scripts/check-commands.py"))
+        .args(["--node", step])
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "check-commands.py --node {step}");
+    let blocks: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!blocks.is_empty(), "no block is marked `node {step}`");
+    blocks
+}
+
+/// What a block's trailing comments quote: texts its output must hold.
+fn expected(body: &str) -> Vec<String> {
+    body.lines()
+        .filter_map(|l| l.split_once("# \"").map(|(_, q)| q))
+        .filter_map(|q| q.split_once('"').map(|(q, _)| q))
+        .map(|q| q.trim_end_matches("...").to_string())
+        .collect()
+}
+
+fn substituted(body: &str, node: &Node, pushed: Option<&Pushed>) -> String {
+    let out = match pushed {
+        Some(pushed) => pushed.out.display().to_string(),
+        None => {
+            assert!(
+                !body.contains("target/image"),
+                "{body}: no image pushed yet"
+            );
+            "target/image".to_string()
+        }
+    };
+    let repository = pushed.map(|p| p.image.split_once('@').unwrap().0.to_string());
+    body.replace("target/image", &out)
+        .replace(
+            "REGISTRY/metainit",
+            repository.as_deref().unwrap_or("REGISTRY/metainit"),
+        )
+        .replace(
+            "metainit-NODE",
+            &format!("metainit-{}", node.get("NODE_NAME")),
+        )
+        .replace("NAMESPACE", "docs")
+        .replace(" NAME ", " labelled ")
+}
+
+/// Runs every block marked `node STEP`; prints each with its output.
+pub fn run(node: &Node, step: &str, pushed: Option<&Pushed>) {
+    for block in blocks(step) {
+        let body = block["body"].as_str().unwrap();
+        let script = substituted(body, node, pushed);
+        let output = run_script(node, &script);
+        println!(
+            "{}:{} (node {step}):\n{script}\n--- its output:\n{output}",
+            block["page"], block["line"]
+        );
+        for text in expected(body) {
+            assert!(
+                output.contains(&text),
+                "{}:{}: the output lacks {text:?}",
+                block["page"],
+                block["line"]
+            );
+        }
+    }
+}
+
+/// One script in the node's network namespace; its stdout and stderr. What it leaves in the
+/// background (its process group) is killed once it ends.
+fn run_script(node: &Node, script: &str) -> String {
+    let dir = node.path("METAINIT_NODE");
+    let log = dir.join("docs-block.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let helm = helm_binary();
+    let cargo_root = dir.join("cargo-install");
+    let path = format!(
+        "{}:{}:{}",
+        helm.parent().unwrap().display(),
+        cargo_root.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let home = dir.join("helm");
+    let mut command = node.in_netns("bash");
+    without_cargo_env(&mut command);
+    let mut child = command
+        .args(["-e", "-o", "pipefail", "-c", script])
+        .current_dir(ROOT)
+        .env("KUBECONFIG", node.get("NODE_ADMIN"))
+        .env("PATH", path)
+        .env("CARGO_INSTALL_ROOT", &cargo_root)
+        // The node's namespace reaches no registry: cargo uses the crates already fetched.
+        .env("CARGO_NET_OFFLINE", "true")
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .process_group(0)
+        .spawn()
+        .expect("nsenter runs");
+    let status = child.wait().unwrap();
+    let _ = Command::new("kill")
+        .args(["-TERM", "--", &format!("-{}", child.id())])
+        .stderr(Stdio::null())
+        .status();
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        status.success(),
+        "the block failed ({status}):\n{script}\n{output}"
+    );
+    output
+}

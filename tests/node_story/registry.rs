@@ -1,0 +1,204 @@
+//! The image a user makes (docs/src/install/image.md): `scripts/build-image.sh` builds it for
+//! amd64 and arm64 and pushes both under one tag to a registry, Debian's `docker-registry`
+//! started here in the node's network namespace on 127.0.0.1 (the machine pushes through
+//! scripts/node/forward.py, the node's containerd pulls at the same address); the forms it
+//! writes, set to the pushed digest, are what the static pod, the Deployment form and the
+//! chart then run. The registry's access log shows containerd's pull of that digest.
+
+use std::{
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+};
+
+use serde_json::Value;
+
+use crate::common::node::{Node, WAIT, running_and_ready, until, without_cargo_env};
+
+/// Where build-image.sh pushes, under the registry's address.
+const REPOSITORY: &str = "platform/metainit";
+
+pub struct Registry {
+    children: Vec<Child>,
+    port: u16,
+    log: PathBuf,
+}
+
+/// What build-image.sh pushed: `REPOSITORY@DIGEST`, and the directory of the forms set to it.
+pub struct Pushed {
+    pub image: String,
+    pub out: PathBuf,
+}
+
+impl Pushed {
+    pub fn digest(&self) -> &str {
+        self.image.rsplit_once('@').expect("REPOSITORY@DIGEST").1
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().unwrap().port()
+}
+
+impl Registry {
+    pub fn start(node: &Node) -> Registry {
+        let port = free_port();
+        let dir = node.path("METAINIT_NODE").join("registry");
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog: {{level: info}}\nstorage: {{filesystem: {{rootdirectory: {}}}}}\nhttp: {{addr: '127.0.0.1:{port}'}}\n",
+                dir.join("data").display()
+            ),
+        )
+        .unwrap();
+        let log = dir.join("registry.log");
+        let file = std::fs::File::create(&log).unwrap();
+        let registry = node
+            .in_netns("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("docker-registry starts (Debian's docker-registry; .ci/run installs it)");
+        let forward = Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/node/forward.py"))
+            .arg(node.get("NODE_NETNS"))
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("forward.py starts");
+        let registry = Registry {
+            children: vec![registry, forward],
+            port,
+            log,
+        };
+        until("the registry answering /v2/", WAIT, || {
+            registry.get("/v2/", "application/json").map(|_| ())
+        });
+        registry
+    }
+
+    /// GET `path` of the registry, from the machine: the body, if it answered 200.
+    fn get(&self, path: &str, accept: &str) -> Option<String> {
+        let out = Command::new("curl")
+            .args(["-sf", "--max-time", "5", "-H"])
+            .arg(format!("Accept: {accept}"))
+            .arg(format!("http://127.0.0.1:{}{path}", self.port))
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `scripts/build-image.sh --insecure` (the registry speaks plain HTTP), as the image page
+    /// says; the pushed list names linux/amd64 and linux/arm64.
+    pub fn build_and_push(&self, node: &Node) -> Pushed {
+        let out = node.path("METAINIT_NODE").join("image");
+        let repository = format!("127.0.0.1:{}/{REPOSITORY}", self.port);
+        let mut command = Command::new("bash");
+        without_cargo_env(&mut command);
+        let status = command
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-image.sh"))
+            .args(["--insecure", "--out"])
+            .arg(&out)
+            .arg(&repository)
+            .status()
+            .expect("bash runs");
+        assert!(status.success(), "scripts/build-image.sh {repository}");
+        let image =
+            std::fs::read_to_string(out.join("image")).expect("build-image.sh's image file");
+        let pushed = Pushed {
+            image: image.trim().to_string(),
+            out,
+        };
+        assert!(
+            pushed.image.starts_with(&format!("{repository}@sha256:")),
+            "{}",
+            pushed.image
+        );
+        let index = self
+            .get(
+                &format!("/v2/{REPOSITORY}/manifests/{}", pushed.digest()),
+                "application/vnd.oci.image.index.v1+json",
+            )
+            .expect("the pushed index, by its digest");
+        let index: Value = serde_json::from_str(&index).unwrap();
+        let mut platforms: Vec<String> = index["manifests"]
+            .as_array()
+            .expect("an index")
+            .iter()
+            .map(|m| format!("{}/{}", m["platform"]["os"], m["platform"]["architecture"]))
+            .collect();
+        platforms.sort();
+        assert_eq!(
+            platforms,
+            ["\"linux\"/\"amd64\"", "\"linux\"/\"arm64\""],
+            "{index}"
+        );
+        println!(
+            "build-image.sh pushed {} (linux/amd64, linux/arm64)",
+            pushed.image
+        );
+        pushed
+    }
+
+    /// The registry's log shows containerd fetching the pushed list by its digest.
+    pub fn pulled_by_containerd(&self, pushed: &Pushed) -> bool {
+        let get = format!("GET /v2/{REPOSITORY}/manifests/{}", pushed.digest());
+        std::fs::read_to_string(&self.log).is_ok_and(|log| {
+            log.lines()
+                .any(|l| l.contains(&get) && l.contains("containerd"))
+        })
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The node's static pod, from build-image.sh's `metainit.yaml` with only the kubeconfig's
+/// host path changed for this node (as scripts/node.sh does with the manifest as shipped),
+/// in place of the node's own: the kubelet pulls the image from the registry, the mirror
+/// pod runs it, Ready, clearing a labelled pod. The node's own manifest back after.
+pub fn the_static_pod_from_it(node: &Node, registry: &Registry, pushed: &Pushed) {
+    let written = std::fs::read_to_string(pushed.out.join("metainit.yaml")).unwrap();
+    let host = node
+        .path("METAINIT_NODE")
+        .join("etc/kubernetes/metainit.conf");
+    let manifest = written.replace(
+        "      path: /etc/kubernetes/metainit.conf\n",
+        &format!("      path: {}\n", host.display()),
+    );
+    assert_ne!(manifest, written, "no kubeconfig host path to change");
+    let staged = node.path("METAINIT_NODE").join("metainit.registry.yaml");
+    std::fs::write(&staged, manifest).unwrap();
+    let live = node.path("NODE_MANIFESTS").join("metainit.yaml");
+    let own = node.path("METAINIT_NODE").join("metainit.own.yaml");
+    std::fs::rename(&live, &own).unwrap();
+    std::fs::rename(&staged, &live).unwrap();
+    crate::forms::runs_image(node, "component=metainit", pushed);
+    assert!(
+        registry.pulled_by_containerd(pushed),
+        "the registry's log shows no pull of {} by containerd",
+        pushed.image
+    );
+    crate::forms::clears_by(node, "by-static-pod-from-registry", "metainit");
+    std::fs::rename(&own, &live).unwrap();
+    until("the node's own metainit back", WAIT, || {
+        node.metainit().filter(|p| {
+            p["spec"]["containers"][0]["image"] == "localhost/node/metainit:test"
+                && running_and_ready(p)
+        })
+    });
+}
