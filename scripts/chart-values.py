@@ -154,9 +154,11 @@ a deadlock of the whole control plane.
 
 ## Install
 
-No image is published: build and push one to your registry first (the project's
-docs/src/install/image.md), then:
+No image is published: build and push one to your registry first
+(`bash scripts/build-image.sh REGISTRY/{name}`, the project's docs/src/install/image.md;
+it pushes tag {app}), then:
 
+<!-- commands: node chart-readme -->
 ```sh
 helm install {name} charts/{name} -n kube-system \\
   --set image.repository=REGISTRY/{name} --set image.tag={app}
