@@ -78,7 +78,8 @@ split_reference() {
     || usage "'$repository' is not a repository name: lowercase letters, digits, '.', '_', '-' and '/' after the registry's host[:port]"
   [[ -z $tag || $tag =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] \
     || usage "'$tag' is not a tag: up to 128 letters, digits, '_', '.' or '-', not starting with '.' or '-'"
-  [[ -n $tag ]] || tag=$(crate_version)
+  version=$(crate_version)
+  [[ -n $tag ]] || tag=$version
 }
 
 check_tools() {
@@ -92,8 +93,8 @@ check_tools() {
 
 # One image per platform, in the temporary storage, tagged localhost/metainit-build:ARCH.
 build_images() {
-  local arch version revision source
-  version=$(crate_version) revision=$(revision)
+  local arch revision source
+  revision=$(revision)
   source=$(git -C "$here" remote get-url origin 2>/dev/null || true)
   [[ $source == https://* ]] || source=
   for arch in "${platforms[@]}"; do
