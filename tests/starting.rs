@@ -70,6 +70,64 @@ async fn a_403_while_the_server_starts_is_a_wait_not_an_exit() {
     assert!(m.stop().await.success());
 }
 
+/// An API server restarted under a running metainit denies it the same way for its first
+/// second (#52): the watch's failure says the server is starting, from its `/readyz`, never
+/// "grant" (nothing needs granting), in the log and in metainit's own `/readyz`; and once the
+/// server is up, the watch recovers and clears again.
+#[tokio::test]
+async fn a_restarted_server_s_403_is_its_start_up_not_missing_rbac() {
+    let bed = Bed::modern().await;
+    let m = bed.metainit(&[]);
+    let addr = m.admin_addr().await;
+    bed.double
+        .create("pods", "default", gated_pod("before", true, &[GATE]))
+        .unwrap();
+    let double = &bed.double;
+    let cleared = |name: &'static str| {
+        move || {
+            double
+                .get("pods", "default", name)
+                .is_some_and(|p| gates(&p).is_empty())
+        }
+    };
+    eventually(
+        "cleared before the restart",
+        Duration::from_secs(10),
+        cleared("before"),
+    )
+    .await;
+    bed.double.set_faults(starting(true));
+    bed.double.stop();
+    bed.double.resume().await.expect("the double listens again");
+    let denied = |l: &str| l.contains("watch failed; retrying") && l.contains("403");
+    m.logged("the watch's 403 while the server starts", denied)
+        .await;
+    let line = m.log().into_iter().find(|l| denied(l)).unwrap();
+    assert!(
+        line.contains("the API server is starting")
+            && line.contains("bootstrap-roles")
+            && !line.contains("manifests/rbac.yaml")
+            && !line.contains("grant"),
+        "{line}"
+    );
+    let (code, body) = admin_get(&addr, "/readyz").await;
+    assert!(
+        code == 503 && body.contains("the API server is starting") && !body.contains("grant"),
+        "{code} {body}"
+    );
+    bed.double.set_faults(starting(false));
+    bed.double
+        .create("pods", "default", gated_pod("after", true, &[GATE]))
+        .unwrap();
+    eventually(
+        "cleared once the server is up",
+        Duration::from_secs(15),
+        cleared("after"),
+    )
+    .await;
+    assert!(m.stop().await.success());
+}
+
 /// A 403 once the server is ready: RBAC is missing, and the message says what to grant.
 #[tokio::test]
 async fn a_403_from_a_ready_server_still_exits_2_with_the_rbac_advice() {
@@ -106,7 +164,8 @@ async fn readiness_does_not_flap_when_watch_is_refused() {
     });
     let m = bed.metainit(&["--resync-period", "1s"]);
     let addr = m.admin_addr().await;
-    // From the first watch start refused on (before it, the first list done is ready).
+    // From the first watch start refused and reported on (before it, the first list done is
+    // ready).
     let refused = || {
         bed.double
             .requests()
@@ -118,6 +177,16 @@ async fn readiness_does_not_flap_when_watch_is_refused() {
         refused() >= 1
     })
     .await;
+    // And reported: metainit asks the server's /readyz about a 403 first (is it starting?).
+    let mut reported = false;
+    for _ in 0..200 {
+        if admin_get(&addr, "/readyz").await.0 == 503 {
+            reported = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(reported, "the refused watch never made /readyz 503");
     bed.double.clear_requests();
     let start = std::time::Instant::now();
     let (mut answers, mut lists) = (Vec::new(), 0);

@@ -6,6 +6,7 @@ mod resource;
 mod retries;
 
 pub use resource::{ResourceSpec, parse_resource};
+pub(crate) use retries::starting;
 pub use retries::{STARTING, with_retries};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;

@@ -142,8 +142,9 @@ fn code(e: &kube::Error) -> u16 {
 
 /// A 401 or 403 from a server that is still starting: its `/readyz` in words when so. While
 /// `/readyz` answers anything but 200 the server is starting; when it answers 401 or 403 too,
-/// for at most `STARTING` from the first such answer (`denied_since`).
-async fn starting(
+/// for at most `STARTING` from the first such answer (`denied_since`). The watches ask it
+/// too: an API server restarted under a running metainit denies it the same way.
+pub(crate) async fn starting(
     client: &Client,
     e: &kube::Error,
     denied_since: &mut Option<std::time::Instant>,

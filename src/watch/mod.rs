@@ -63,8 +63,9 @@ fn cause(e: &Failure) -> WatchCause {
 }
 
 /// The failure in words, with what to do about a 401 or 403 (`rbac_hint`: the watch's own
-/// manifest).
-fn reason_with(e: &Failure, rbac_hint: &str) -> String {
+/// manifest), or, when the server is still starting (`starting`: its `/readyz` in words),
+/// that there is nothing to do but wait.
+fn reason_with(e: &Failure, rbac_hint: &str, starting: Option<&str>) -> String {
     let (what, status) = match e {
         Failure::List(e) => ("list failed", describe(e)),
         Failure::Pages(e) => ("list failed", e.to_string()),
@@ -86,9 +87,15 @@ fn reason_with(e: &Failure, rbac_hint: &str) -> String {
             ),
         ),
     };
-    let hint = match status.split(' ').next() {
-        Some("403") => format!("; {rbac_hint}"),
-        Some("401") => "; the API server does not accept the kubeconfig's credentials".into(),
+    let hint = match (status.split(' ').next(), starting) {
+        (Some("401" | "403"), Some(ready)) => format!(
+            "; the API server is starting (its /readyz: {ready}): a 401 or 403 now is its \
+             start-up, its RBAC policy not loaded yet, not missing RBAC; waiting"
+        ),
+        (Some("403"), None) => format!("; {rbac_hint}"),
+        (Some("401"), None) => {
+            "; the API server does not accept the kubeconfig's credentials".into()
+        }
         _ => String::new(),
     };
     format!("{what}: {status}{hint}")
@@ -102,6 +109,19 @@ fn status_fields(e: &Failure) -> (Option<u16>, Option<&str>) {
         }
         Failure::Event(s) => (Some(s.code), Some(s.reason.as_str())),
         _ => (None, None),
+    }
+}
+
+/// How long a watch's 401 or 403 waits for the server's `/readyz` (`server_starting`).
+const READYZ_WAIT: Duration = Duration::from_secs(2);
+
+/// The request error behind a failure, if the server answered it 401 or 403.
+fn denied(e: &Failure) -> Option<&kube::Error> {
+    match e {
+        Failure::List(e) | Failure::WatchStart(e) | Failure::Stream(e) if matches!(e, kube::Error::Api(s) if matches!(s.code, 401 | 403)) => {
+            Some(e)
+        }
+        _ => None,
     }
 }
 
@@ -171,6 +191,8 @@ pub struct Events<K: Resource + 'static> {
     /// The failures counted before the last list succeeded, while the watch after it has
     /// delivered nothing: a watch start failing then takes the reset back.
     unproven: Option<(u32, u32)>,
+    /// Since when the server has denied both the watch and its `/readyz` (`discovery::starting`).
+    denied_since: Option<Instant>,
 }
 
 impl<K> Events<K>
@@ -189,6 +211,7 @@ where
             list_failed: false,
             backoff: Backoff::default(),
             unproven: None,
+            denied_since: None,
         }
     }
 
@@ -208,7 +231,8 @@ where
                 }
                 Ok(Step::Running) => self.running(),
                 Err(e) => {
-                    let wait = self.failed(e);
+                    let starting = self.server_starting(&e).await;
+                    let wait = self.failed(e, starting.as_deref());
                     if !wait.is_zero() {
                         tokio::time::sleep(wait).await;
                     }
@@ -252,6 +276,17 @@ where
         }
     }
 
+    /// For a 401 or 403: the server's `/readyz` in words if it is still starting (an API
+    /// server restarted under a running metainit denies it for its first second), so that
+    /// the failure does not say to grant what needs no granting. A `/readyz` not answered
+    /// within `READYZ_WAIT` says nothing: the watch's retry does not wait on it.
+    async fn server_starting(&mut self, e: &Failure) -> Option<String> {
+        let denied = denied(e)?;
+        let client = kube::Client::from(self.api.clone());
+        let ask = crate::discovery::starting(&client, denied, &mut self.denied_since);
+        tokio::time::timeout(READYZ_WAIT, ask).await.ok().flatten()
+    }
+
     /// The watch delivered an event, or has lasted a second: it runs.
     fn running(&mut self) {
         let s = &self.spec;
@@ -262,14 +297,16 @@ where
     }
 
     fn recovered(&mut self) {
+        self.denied_since = None;
         if let Some((since, attempts)) = self.failing.take() {
             info!(resource = %self.spec.name, after = ?since.elapsed(), attempts, "watch recovered");
         }
         self.list_failed = false;
     }
 
-    /// Counts and reports a failure; returns the wait before the next attempt.
-    fn failed(&mut self, e: Failure) -> Duration {
+    /// Counts and reports a failure (`server_starting`: the server's `/readyz` in words when a 401 or
+    /// 403 came from a server still starting); returns the wait before the next attempt.
+    fn failed(&mut self, e: Failure, server_starting: Option<&str>) -> Duration {
         let starting = matches!(
             e,
             Failure::WatchStart(_) | Failure::Event(_) | Failure::Short { .. }
@@ -293,7 +330,7 @@ where
             info!(resource = %s.name, retry_in = ?wait, "resource version expired; listing again");
             return wait;
         }
-        let why = reason_with(&e, s.rbac_hint);
+        let why = reason_with(&e, s.rbac_hint, server_starting);
         s.health.watch_failed(s.index, why.clone());
         let (code, reason) = status_fields(&e);
         warn!(resource = %s.name, error = %why, status.code = code,
