@@ -279,7 +279,7 @@ where
     /// For a 401 or 403: the server's `/readyz` in words if it is still starting (an API
     /// server restarted under a running metainit denies it for its first second), so that
     /// the failure does not say to grant what needs no granting. A `/readyz` not answered
-    /// within `READYZ_WAIT` says nothing: the watch's retry does not wait on it.
+    /// within `READYZ_WAIT` says nothing, and the retry waits for it no longer than that.
     async fn server_starting(&mut self, e: &Failure) -> Option<String> {
         let denied = denied(e)?;
         let client = kube::Client::from(self.api.clone());
