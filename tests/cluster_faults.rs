@@ -133,7 +133,10 @@ async fn kube_apiserver_killed_and_started_again_after_10s() {
     // A restarted server denies everyone for its first second, before its RBAC policy is
     // loaded: a 403 then is its start-up, said so from its /readyz, never "grant" (#52).
     let log = metainit.log();
-    let denied: Vec<&String> = log.iter().filter(|l| l.contains("403")).collect();
+    let denied: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("status.code=403"))
+        .collect();
     println!(
         "kube-apiserver restart: {} lines with a 403: {denied:#?}",
         denied.len()
