@@ -161,7 +161,7 @@ it pushes tag {app}), then:
 <!-- commands: node chart-readme -->
 ```sh
 helm install {name} charts/{name} -n kube-system \\
-  --set image.repository=REGISTRY/{name} --set image.tag={app}
+  --set image.repository=REGISTRY/{name} --set image.tag={app} --wait
 helm test {name} -n kube-system       # every replica's /readyz
 ```
 

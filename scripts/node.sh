@@ -17,10 +17,12 @@
 # MINOR: a pinned Kubernetes minor, as scripts/control-plane.sh takes it (--version, else
 # $METAINIT_KUBERNETES, else the newest); the commands on a DIR read its minor from it.
 # `up` prints, as `export` lines: METAINIT_NODE (the directory), NODE_ADMIN (an admin's
-# kubeconfig), NODE_SERVER, NODE_NAME, NODE_MANIFESTS (the kubelet's staticPodPath),
-# NODE_METAINIT_MANIFEST (what was written there for metainit, from manifests/metainit.yaml
-# with only its image and host path changed), NODE_NETNS (the node's network namespace:
-# `nsenter --net=$NODE_NETNS CMD` runs CMD where its hostNetwork pods listen), NODE_IP.
+# kubeconfig), NODE_SERVER, NODE_NAME, NODE_MANIFESTS (the kubelet's staticPodPath,
+# /etc/kubernetes/manifests on the node), NODE_METAINIT_MANIFEST (what was written there for
+# metainit: manifests/metainit.yaml with only its image changed), NODE_NETNS and NODE_MNTNS
+# (the node's network and mount namespaces: `nsenter --net=$NODE_NETNS --mount=$NODE_MNTNS
+# CMD` runs CMD on the node, where its hostNetwork pods listen and /etc/kubernetes is the
+# node's), NODE_IP.
 #
 # What runs, and why so:
 # - containerd 1.6 from Debian (kubelet 1.37 warns that it lacks the RuntimeConfig call; 1.38
@@ -34,6 +36,8 @@
 #   at their addresses. The machine reaches the API server at 127.0.0.1 through
 #   scripts/node/forward.py. `check-network` proves nothing dialled outside loopback and
 #   that namespace (scripts/node/network.sh).
+# - The node has its own mount namespace too, made here: in it /etc/kubernetes is DIR's, as
+#   kubeadm lays it out (scripts/node/mounts.sh); the machine's /etc is never written.
 # - kube-controller-manager runs the deployment, replicaset, job, garbagecollector (a deleted
 #   Deployment's ReplicaSets and pods go with it), namespace, endpoint, endpointslice,
 #   serviceaccount, serviceaccount-token and root-ca-cert-publisher (kube-root-ca.crt, which
@@ -71,7 +75,7 @@ set_minor() {
 }
 
 # One concern a file: the build and the images, certificates and kubeconfigs, the static
-# pods, the network namespace, containerd, the kubelet and kube-proxy, and up/down.
+# pods, the network and mount namespaces, containerd, the kubelet and kube-proxy, and up/down.
 # shellcheck source=scripts/lib/image.sh
 . "$here/scripts/lib/image.sh"
 # shellcheck source=scripts/lib/revision.sh
@@ -86,6 +90,8 @@ set_minor() {
 . "$here/scripts/node/pods.sh"
 # shellcheck source=scripts/node/network.sh
 . "$here/scripts/node/network.sh"
+# shellcheck source=scripts/node/mounts.sh
+. "$here/scripts/node/mounts.sh"
 # shellcheck source=scripts/node/runtime.sh
 . "$here/scripts/node/runtime.sh"
 # shellcheck source=scripts/node/lifecycle.sh

@@ -52,6 +52,7 @@ up() {
       >"$dir/$port.port"
   done
   network_up
+  mounts_up
   start_forward
   certificates
   kubeconfigs
@@ -104,11 +105,12 @@ export METAINIT_NODE=$dir
 export NODE_ADMIN=$dir/etc/kubernetes/admin.conf
 export NODE_SERVER=https://127.0.0.1:$(cat "$dir/apiserver.port")
 export NODE_NAME=$node_name
-export NODE_MANIFESTS=$dir/manifests
+export NODE_MANIFESTS=$dir/etc/kubernetes/manifests
 export NODE_METAINIT_MANIFEST=$dir/metainit.yaml
 export NODE_PKI=$dir/etc/kubernetes/pki
 export NODE_KUBERNETES=$k8s_version
 export NODE_NETNS=$(netns_path)
+export NODE_MNTNS=$(mntns_path)
 export NODE_IP=$node_ip
 EOF
 }

@@ -3,12 +3,12 @@
 # The static pods (sourced by scripts/node.sh): etcd, kube-apiserver, kube-controller-manager
 # and kube-scheduler as kubeadm writes them (hostNetwork, system-node-critical, the host's
 # configuration mounted at the same path), and metainit from manifests/metainit.yaml as
-# shipped, with only its image and its kubeconfig's host path changed.
+# shipped, with only its image changed.
 
 # place NAME: moves DIR/staging/NAME.yaml into the manifests directory in one rename: the
 # kubelet can read a file while it is half written.
 place() {
-  mv "$dir/staging/$1.yaml" "$dir/manifests/$1.yaml"
+  mv "$dir/staging/$1.yaml" "$dir/etc/kubernetes/manifests/$1.yaml"
 }
 
 # pod NAME PROBE-PORT PROBE-SCHEME ARGS...: a control-plane static pod whose
@@ -109,15 +109,14 @@ control_plane_pods() {
   pod kube-scheduler 0 HTTPS "--kubeconfig=$k/scheduler.conf" --leader-elect=false --secure-port=0
 }
 
-# metainit_pod: manifests/metainit.yaml with the image and the kubeconfig's host path
-# changed, and nothing else (checked: a diff of any other line fails).
+# metainit_pod: manifests/metainit.yaml with the image changed, and nothing else (checked: a
+# diff of any other line fails). Its hostPath /etc/kubernetes/metainit.conf is the node's:
+# the kubelet and containerd run where /etc/kubernetes is DIR's (scripts/node/mounts.sh).
 metainit_pod() {
   local src=$here/manifests/metainit.yaml out=$dir/staging/metainit.yaml changed
-  sed -e "s|^\(    image: \).*|\1localhost/node/metainit:test|" \
-    -e "s|^\(      path: \)/etc/kubernetes/metainit.conf$|\1$dir/etc/kubernetes/metainit.conf|" \
-    "$src" >"$out"
+  sed -e "s|^\(    image: \).*|\1localhost/node/metainit:test|" "$src" >"$out"
   changed=$(diff "$src" "$out" | grep -c '^>' || true)
-  [ "$changed" = 2 ] || die "metainit's manifest: $changed lines changed, want the image and the host path only"
+  [ "$changed" = 1 ] || die "metainit's manifest: $changed lines changed, want the image only"
   cp "$out" "$dir/metainit.yaml"
   place metainit
 }

@@ -94,7 +94,7 @@ EOF
 }
 
 start_containerd() {
-  setsid nsenter --net="$(netns_path)" containerd --config "$dir/containerd/config.toml" \
+  setsid nsenter --net="$(netns_path)" --mount="$(mntns_path)" containerd --config "$dir/containerd/config.toml" \
     >>"$dir/containerd.log" 2>&1 </dev/null &
   echo $! >"$dir/containerd.pid"
   wait_for containerd 60 ctr_ version
@@ -102,12 +102,13 @@ start_containerd() {
 
 kubelet_config() {
   local p=$dir/etc/kubernetes/pki
-  mkdir -p "$dir/manifests" "$dir/staging" "$dir/kubelet"
+  mkdir -p "$dir/etc/kubernetes/manifests" "$dir/staging" "$dir/kubelet"
   cat >"$dir/etc/kubernetes/kubelet-config.yaml" <<EOF
 # As kubeadm writes it (/var/lib/kubelet/config.yaml), with what this machine needs marked.
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-staticPodPath: $dir/manifests
+# The node's /etc/kubernetes is DIR/etc/kubernetes (scripts/node/mounts.sh).
+staticPodPath: /etc/kubernetes/manifests
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true, cacheTTL: 0s}
@@ -169,7 +170,7 @@ make_cgroup_root() {
 
 start_kubelet() {
   make_cgroup_root
-  setsid nsenter --net="$(netns_path)" "$bin/kubelet" \
+  setsid nsenter --net="$(netns_path)" --mount="$(mntns_path)" "$bin/kubelet" \
     --config "$dir/etc/kubernetes/kubelet-config.yaml" \
     --kubeconfig "$dir/etc/kubernetes/kubelet.conf" --root-dir "$dir/kubelet" \
     --hostname-override "$node_name" --node-ip "$node_ip" \
@@ -198,7 +199,7 @@ EOF
 }
 
 start_kube_proxy() {
-  setsid nsenter --net="$(netns_path)" "$bin/kube-proxy" \
+  setsid nsenter --net="$(netns_path)" --mount="$(mntns_path)" "$bin/kube-proxy" \
     --config "$dir/etc/kubernetes/kube-proxy.yaml" \
     >>"$dir/kube-proxy.log" 2>&1 </dev/null &
   echo $! >"$dir/kube-proxy.pid"

@@ -1,8 +1,8 @@
 //! The documentation's shell blocks marked `<!-- commands: node ID -->`, run on this node at
 //! the story's step that names ID (`scripts/check-commands.py` fails on a block no step
 //! runs, and on a step that names no block). Each block runs as one bash script
-//! (`-e -o pipefail`) in the node's network namespace ("on the node": its 127.0.0.1 is the
-//! node's), as the node's admin (`KUBECONFIG`), from the repository's root, with helm and
+//! (`-e -o pipefail`) on the node, in its network and mount namespaces (its 127.0.0.1 and
+//! its /etc/kubernetes are the node's), as the node's admin (`KUBECONFIG`), from the repository's root, with helm and
 //! `cargo install`'s binaries on PATH (installed under the node's directory, offline: the
 //! namespace reaches no registry, the crates are those the workspace fetched); then whatever it left in the background (a
 //! port-forward) is stopped. It fails if the script fails, or if its output lacks a text a
@@ -98,7 +98,7 @@ pub fn run(node: &Node, step: &str, pushed: Option<&Pushed>) {
     }
 }
 
-/// One script in the node's network namespace; its stdout and stderr. What it leaves in the
+/// One script on the node (its network and mount namespaces); its stdout and stderr. What it leaves in the
 /// background (its process group) is killed once it ends.
 fn run_script(node: &Node, script: &str) -> String {
     let dir = node.path("METAINIT_NODE");

@@ -13,7 +13,10 @@ use std::{
 
 use serde_json::Value;
 
-use crate::common::node::{Node, WAIT, running_and_ready, until, without_cargo_env};
+use crate::{
+    common::node::{Node, WAIT, running_and_ready, until, without_cargo_env},
+    docs,
+};
 
 /// Where build-image.sh pushes, under the registry's address.
 const REPOSITORY: &str = "platform/metainit";
@@ -167,26 +170,35 @@ impl Drop for Registry {
     }
 }
 
-/// The node's static pod, from build-image.sh's `metainit.yaml` with only the kubeconfig's
-/// host path changed for this node (as scripts/node.sh does with the manifest as shipped),
-/// in place of the node's own: the kubelet pulls the image from the registry, the mirror
-/// pod runs it, Ready, clearing a labelled pod. The node's own manifest back after.
+/// The node's static pod as the docs install it, every block run (`docs::run`): the image
+/// page's `sed` of the image line into /etc/kubernetes/metainit.yaml, then the static pod
+/// page's and the README's copy of build-image.sh's `metainit.yaml` there and move into
+/// /etc/kubernetes/manifests (the node's, in its mount namespace), in place of the node's
+/// own. The kubelet pulls the image from the registry, the mirror pod runs it, Ready,
+/// clearing a labelled pod. The node's own manifest back after.
 pub fn the_static_pod_from_it(node: &Node, registry: &Registry, pushed: &Pushed) {
-    let written = std::fs::read_to_string(pushed.out.join("metainit.yaml")).unwrap();
-    let host = node
-        .path("METAINIT_NODE")
-        .join("etc/kubernetes/metainit.conf");
-    let manifest = written.replace(
-        "      path: /etc/kubernetes/metainit.conf\n",
-        &format!("      path: {}\n", host.display()),
-    );
-    assert_ne!(manifest, written, "no kubeconfig host path to change");
-    let staged = node.path("METAINIT_NODE").join("metainit.registry.yaml");
-    std::fs::write(&staged, manifest).unwrap();
     let live = node.path("NODE_MANIFESTS").join("metainit.yaml");
     let own = node.path("METAINIT_NODE").join("metainit.own.yaml");
-    std::fs::rename(&live, &own).unwrap();
-    std::fs::rename(&staged, &live).unwrap();
+    std::fs::copy(&live, &own).unwrap();
+    docs::run(node, "image-sed", Some(pushed));
+    let written = node
+        .path("METAINIT_NODE")
+        .join("etc/kubernetes/metainit.yaml");
+    let sed = std::fs::read_to_string(&written)
+        .expect("the sed block wrote /etc/kubernetes/metainit.yaml");
+    assert!(
+        sed.contains("    image: registry.example.com/metainit@sha256:DIGEST\n"),
+        "the sed block's file has no image line set:\n{sed}"
+    );
+    docs::run(node, "static-pod-place", Some(pushed));
+    docs::run(node, "readme-static-pod", Some(pushed));
+    assert!(
+        !written.exists(),
+        "/etc/kubernetes/metainit.yaml left beside the manifests"
+    );
+    let placed = std::fs::read_to_string(&live).unwrap();
+    let built = std::fs::read_to_string(pushed.out.join("metainit.yaml")).unwrap();
+    assert_eq!(placed, built, "the node's manifest is not build-image.sh's");
     crate::forms::runs_image(node, "component=metainit", pushed);
     assert!(
         registry.pulled_by_containerd(pushed),

@@ -148,11 +148,15 @@ impl Node {
             .is_ok_and(|s| s.success())
     }
 
-    /// `program` in the node's network namespace (where its hostNetwork pods listen; the
-    /// machine reaches only the API server, through scripts/node/forward.py).
+    /// `program` on the node: in its network namespace (where its hostNetwork pods listen;
+    /// the machine reaches only the API server, through scripts/node/forward.py) and its
+    /// mount namespace (where /etc/kubernetes is the node's), in this process's directory.
     pub fn in_netns(&self, program: &str) -> Command {
+        let here = std::env::current_dir().expect("the working directory");
         let mut cmd = Command::new("nsenter");
         cmd.arg(format!("--net={}", self.get("NODE_NETNS")))
+            .arg(format!("--mount={}", self.get("NODE_MNTNS")))
+            .arg(format!("--wdns={}", here.display()))
             .arg(program);
         cmd
     }
