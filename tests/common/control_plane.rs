@@ -34,8 +34,14 @@ pub struct ControlPlane {
     pub admin: PathBuf,
     /// The user `metainit`'s kubeconfig: a client certificate, no rights of its own.
     pub metainit: PathBuf,
-    /// `https://127.0.0.1:PORT`
+    /// `https://127.0.0.1:PORT`: the first kube-apiserver's.
     pub server: String,
+    /// Each kube-apiserver's `https://127.0.0.1:PORT`, the first first (`server`): one
+    /// unless started with [`ControlPlane::own_ha`].
+    pub servers: Vec<String>,
+    /// The user metainit's kubeconfig for each kube-apiserver, in the order of `servers`
+    /// (the first is `metainit`).
+    pub metainits: Vec<PathBuf>,
     /// The CA bundle that verifies the API server's certificate.
     pub ca: PathBuf,
     /// Whether this process started it (and `down`s it on drop).
@@ -62,11 +68,24 @@ impl ControlPlane {
                 .unwrap_or_else(|| panic!("scripts/control-plane.sh printed no {k}: {vars:?}"))
                 .clone()
         };
+        // `export K="A B"`: the quotes are the shell's.
+        let list = |k: &str| -> Vec<String> {
+            get(k)
+                .trim_matches('"')
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
         ControlPlane {
             dir: get("METAINIT_CONTROL_PLANE").into(),
             admin: get("CONTROL_PLANE_ADMIN").into(),
             metainit: get("CONTROL_PLANE_METAINIT").into(),
             server: get("CONTROL_PLANE_SERVER"),
+            servers: list("CONTROL_PLANE_SERVERS"),
+            metainits: list("CONTROL_PLANE_METAINITS")
+                .into_iter()
+                .map(PathBuf::from)
+                .collect(),
             ca: get("CONTROL_PLANE_CA").into(),
             owned,
         }
@@ -103,18 +122,26 @@ impl ControlPlane {
     /// One of this test's own whose kube-apiserver has `args` besides the script's
     /// (`--watch-cache-sizes=pods#0`); stopped when dropped.
     pub fn own_with(args: &[&str]) -> ControlPlane {
-        let mut cp = ControlPlane::up_with(args);
+        ControlPlane::own_ha(1, args)
+    }
+
+    /// One of this test's own with `apiservers` kube-apiservers on its one etcd (1 to 5), as
+    /// a kubeadm HA control plane has them, each with `apiserver_args` besides the script's;
+    /// stopped when dropped. `stop`/`start` take `kube-apiserver-I` for the I-th (from 1).
+    pub fn own_ha(apiservers: usize, apiserver_args: &[&str]) -> ControlPlane {
+        let mut cp = ControlPlane::up_with(apiservers, apiserver_args);
         cp.owned = true;
         cp
     }
 
     fn up() -> ControlPlane {
-        ControlPlane::up_with(&[])
+        ControlPlane::up_with(1, &[])
     }
 
-    fn up_with(apiserver_args: &[&str]) -> ControlPlane {
+    fn up_with(apiservers: usize, apiserver_args: &[&str]) -> ControlPlane {
         let owner = std::process::id().to_string();
-        let mut args = vec!["up", "--owner", &owner];
+        let count = apiservers.to_string();
+        let mut args = vec!["up", "--owner", &owner, "--apiservers", &count];
         for a in apiserver_args {
             args.extend(["--apiserver-arg", a]);
         }
@@ -131,8 +158,8 @@ impl ControlPlane {
         ControlPlane::from_env(&parse_env(&String::from_utf8_lossy(&out.stdout)), false)
     }
 
-    /// Kills one component with SIGKILL, as a crash would (`etcd`, `kube-apiserver`,
-    /// `kube-scheduler`).
+    /// Kills one component with SIGKILL, as a crash would (`etcd`, `kube-apiserver` (the
+    /// first), `kube-apiserver-I`, `kube-scheduler`).
     pub fn stop(&self, component: &str) {
         self.script(&["stop", component]);
     }
@@ -308,9 +335,20 @@ impl ControlPlane {
         path
     }
 
-    /// The audit log's entries (JSON lines) for `user`, as the API server wrote them.
+    /// The audit log's entries (JSON lines) for `user`, as the (first) API server wrote them.
     pub fn audit(&self, user: &str) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.dir.join("audit.log")).unwrap_or_default();
+        self.audit_of(1, user)
+    }
+
+    /// The entries for `user` in the audit log of kube-apiserver `i` (from 1: `audit.log`,
+    /// then `audit-I.log`).
+    pub fn audit_of(&self, i: usize, user: &str) -> Vec<Value> {
+        let file = if i == 1 {
+            "audit.log".to_string()
+        } else {
+            format!("audit-{i}.log")
+        };
+        let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
         text.lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|e| e["user"]["username"] == user)

@@ -1,0 +1,57 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2154 # $cache, $here: scripts/control-plane.sh's globals, set before it calls this
+# The pinned minors and the build (sourced by scripts/control-plane.sh): etcd, kube-apiserver
+# and kube-scheduler built unmodified from tests/control-plane/MINOR/go.mod into $cache, one
+# build per minor, keyed by the versions and go.sum.
+
+version_of() { # MODULE: its version in go.mod's require block
+  awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$module/go.mod"
+}
+
+# set_minor [MINOR]: $minor, its $module, versions and the $bin directory of its build.
+set_minor() {
+  minor=$(pick_minor "$here/tests/control-plane" "${1:-}") || exit 2
+  module=$here/tests/control-plane/$minor
+  k8s_version=$(version_of k8s.io/kubernetes)
+  etcd_version=$(version_of go.etcd.io/etcd/server/v3)
+  if [ -z "$k8s_version" ] || [ -z "$etcd_version" ]; then
+    die "cannot read the versions in $module/go.mod"
+  fi
+  # The recipe's number changes when the way of building does.
+  local key
+  key=$( (echo recipe 2; cat "$module/go.mod" "$module/go.sum") | sha256sum | cut -c1-12)
+  bin=$cache/kubernetes-$k8s_version-etcd-$etcd_version-$key
+}
+
+build() {
+  if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-scheduler" ] && [ -x "$bin/etcd" ]; then
+    say "built already: $bin"
+    return 0
+  fi
+  command -v go >/dev/null || die "go is not installed (Go $(awk '$1 == "go" { print $2 }' "$module/go.mod") or later builds the control plane)"
+  local start=$SECONDS tmp
+  mkdir -p "$cache"
+  tmp=$(mktemp -d "$cache/build.XXXXXX")
+  say "downloading modules for Kubernetes $k8s_version and etcd $etcd_version"
+  (cd "$module" && go mod download)
+  local fetched=$((SECONDS - start))
+  say "modules ready in ${fetched}s; building (two cores: several minutes the first time)"
+  (
+    cd "$module" || exit 1
+    go build -trimpath -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+    go build -trimpath -ldflags "$(version_ldflags)" -o "$tmp/" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler
+  )
+  # One build of each minor kept: its other patches' and recipes' go.
+  rm -rf "$cache/kubernetes-v$minor".*
+  mv "$tmp" "$bin"
+  say "built in $((SECONDS - start))s (modules ${fetched}s): $bin"
+}
+
+versions() { # the pinned minors: MINOR KUBERNETES ETCD
+  local m
+  for m in $(pinned_minors "$here/tests/control-plane"); do
+    set_minor "$m"
+    echo "$minor $k8s_version $etcd_version"
+  done
+}
