@@ -47,7 +47,7 @@ _metainit() {
 
     case "${cmd}" in
         metainit)
-            opts="-n -h -V --label-key --mode --kubeconfig --context --namespace --log-format --timeout --request-timeout --resource --only --dry-run --once --admin-addr --node-name --concurrency --shutdown-timeout --resync-period --release-gate --exclude-namespace --release-rate --watch-gates --webhooks --webhook-grace --check-config --help --version status probe completions help"
+            opts="-n -h -V --label-key --mode --kubeconfig --context --namespace --log-format --timeout --request-timeout --resource --only --dry-run --once --admin-addr --node-name --concurrency --shutdown-timeout --resync-period --release-gate --exclude-namespace --release-rate --watch-gates --webhooks --webhook-grace --identity --peers-namespace --peer-delay --check-config --help --version status probe completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -134,6 +134,18 @@ _metainit() {
                     return 0
                     ;;
                 --webhook-grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --identity)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --peers-namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --peer-delay)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

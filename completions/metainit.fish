@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_metainit_global_optspecs
-    string join \n label-key= mode= kubeconfig= context= n/namespace= log-format= timeout= request-timeout= resource= only= dry-run once admin-addr= node-name= concurrency= shutdown-timeout= resync-period= release-gate= exclude-namespace= release-rate= watch-gates= webhooks webhook-grace= check-config h/help V/version
+    string join \n label-key= mode= kubeconfig= context= n/namespace= log-format= timeout= request-timeout= resource= only= dry-run once admin-addr= node-name= concurrency= shutdown-timeout= resync-period= release-gate= exclude-namespace= release-rate= watch-gates= webhooks webhook-grace= identity= peers-namespace= peer-delay= check-config h/help V/version
 end
 
 function __fish_metainit_needs_command
@@ -47,6 +47,9 @@ complete -c metainit -n "__fish_metainit_needs_command" -l exclude-namespace -d 
 complete -c metainit -n "__fish_metainit_needs_command" -l release-rate -d 'At most this many gate releases (`--release-gate`) across the process, as `N/s`, `N/m` or `N/h`, spaced evenly, so that a controller uninstalled with thousands of gated pods does not hand them all to the scheduler at once. [default: 60/m]' -r
 complete -c metainit -n "__fish_metainit_needs_command" -l watch-gates -d 'Export `metainit_gated_pods` and `metainit_gated_oldest_seconds` for this gate (repeatable), releasing nothing: "a gate nobody clears" becomes one alert rule. Gates of `--release-gate` are watched anyway' -r
 complete -c metainit -n "__fish_metainit_needs_command" -l webhook-grace -d 'How long a webhook\'s service must have had no ready endpoint before its namespace is exempted, and ready endpoints again before the exemption is removed. At least 1s' -r
+complete -c metainit -n "__fish_metainit_needs_command" -l identity -d 'This instance\'s name among the instances that share the work (its Lease is metainit-NAME); empty or absent: the hostname. The static pod passes its node\'s name' -r
+complete -c metainit -n "__fish_metainit_needs_command" -l peers-namespace -d 'Where the instances keep their Leases to share the work (manifests/rbac.yaml grants them there)' -r
+complete -c metainit -n "__fish_metainit_needs_command" -l peer-delay -d 'How long each instance leaves an object to the instances ranked before it: its owner patches at once, the next after this, the next after twice this. 0s: no sharing, no Lease, every object at once' -r
 complete -c metainit -n "__fish_metainit_needs_command" -l dry-run -d 'Log what would be cleared; change nothing. From the environment: 1/0, true/false, yes/no (any case)'
 complete -c metainit -n "__fish_metainit_needs_command" -l once -d 'Clear what is pending now, print a summary and exit: 0 if everything labelled is clear, 1 if something could not be cleared'
 complete -c metainit -n "__fish_metainit_needs_command" -l webhooks -d 'Also break the deadlock of an admission webhook that intercepts its own pods: on each Mutating/ValidatingWebhookConfiguration that carries the label key, a webhook that fails closed and whose service has had no ready endpoint for --webhook-grace gets its service\'s own namespace exempted, and restored once the service is back (docs/src/guides/webhooks.md). Needs Kubernetes 1.21 or later and manifests/rbac-webhooks.yaml. From the environment: 1/0, true/false, yes/no'

@@ -203,9 +203,10 @@ for path in renders:
         yaml.safe_dump({"groups": pr["spec"]["groups"]},
                        open(f"{tmp}/rules-{name}/prometheus-rules.yaml", "w"), sort_keys=False)
 
-    # The command line as the kubelet would run it: $(NODE_NAME) given a stand-in.
-    env = {"NODE_NAME": "check-chart-node"}
-    argv = [re.sub(r"\$\(NODE_NAME\)", env["NODE_NAME"], str(a))
+    # The command line as the kubelet would run it: $(NODE_NAME) and $(POD_NAMESPACE)
+    # given stand-ins.
+    env = {"NODE_NAME": "check-chart-node", "POD_NAMESPACE": dep["metadata"].get("namespace", "default")}
+    argv = [re.sub(r"\$\((NODE_NAME|POD_NAMESPACE)\)", lambda m: env[m.group(1)], str(a))
             for a in c.get("command", []) + c.get("args", [])]
     with open(f"{tmp}/argv-{name}", "w") as f:
         f.write("\0".join(argv) + "\0")

@@ -18,7 +18,8 @@ pub mod output;
 pub mod release;
 pub mod text;
 pub mod validation;
-// Plumbing: the client and its kubeconfig, discovery, health, metrics, Events, logging.
+// Plumbing: the client and its kubeconfig, discovery, health, metrics, Events, logging,
+// the Leases by which instances share the work.
 pub mod admin;
 pub mod client;
 pub mod discovery;
@@ -26,6 +27,7 @@ pub mod events;
 pub mod kubeconfig;
 pub mod logging;
 pub mod metrics;
+pub mod peers;
 pub mod shutdown;
 // The engine: the one watch, its store, the queue, one attempt at an object, retries, the
 // paged LIST.

@@ -238,7 +238,9 @@ async fn once_exits_0_when_all_clear_and_1_when_not() {
 #[tokio::test]
 async fn three_replicas_clear_100_pods_quietly() {
     let bed = Bed::modern().await;
-    let replicas: Vec<_> = (0..3).map(|_| bed.metainit(&[])).collect();
+    let replicas: Vec<_> = (0..3)
+        .map(|_| bed.metainit(&["--peer-delay", "500ms"]))
+        .collect();
     for r in &replicas {
         r.admin_addr().await;
     }

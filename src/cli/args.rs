@@ -150,6 +150,22 @@ pub struct RunArgs {
     #[arg(long, env = "METAINIT_WEBHOOK_GRACE", value_name = "DURATION", value_parser = parse_webhook_grace)]
     pub webhook_grace: Option<Duration>,
 
+    /// This instance's name among the instances that share the work (its Lease is
+    /// metainit-NAME); empty or absent: the hostname. The static pod passes its node's name.
+    #[arg(long, env = "METAINIT_IDENTITY", value_name = "NAME", value_parser = parse_node_name)]
+    pub identity: Option<String>,
+
+    /// Where the instances keep their Leases to share the work (manifests/rbac.yaml
+    /// grants them there).
+    #[arg(long, env = "METAINIT_PEERS_NAMESPACE", value_name = "NS", default_value = "kube-system", value_parser = parse_namespace)]
+    pub peers_namespace: String,
+
+    /// How long each instance leaves an object to the instances ranked before it: its
+    /// owner patches at once, the next after this, the next after twice this. 0s: no
+    /// sharing, no Lease, every object at once.
+    #[arg(long, env = "METAINIT_PEER_DELAY", value_name = "DURATION", default_value = "500ms", value_parser = parse_duration)]
+    pub peer_delay: Duration,
+
     /// Check every flag and the kubeconfig file, print "configuration OK" and exit; contacts no server.
     #[arg(long)]
     pub check_config: bool,

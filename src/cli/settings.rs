@@ -1,10 +1,13 @@
 //! The checked settings the command line hands to the rest of the program: plain data, so
 //! that nothing below the entry points needs the flags.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use super::{Common, DEFAULT_WEBHOOK_GRACE, KubeconfigArgs, ProbeArgs, RunArgs};
-use crate::{Result, blocker::Mode, discovery::ResourceSpec, kubeconfig, probe, webhooks};
+use crate::{
+    Error, Result, blocker::Mode, discovery::ResourceSpec, kubeconfig, peers::Peers, probe,
+    webhooks,
+};
 
 /// What choosing the mode and finding the resources need from the command line, checked.
 #[derive(Clone, Debug)]
@@ -50,6 +53,38 @@ impl RunArgs {
             concurrency: usize::from(self.concurrency),
             namespace: self.common.namespace.clone(),
         })
+    }
+
+    /// This instance among those that share the work: `--identity`, else the hostname;
+    /// alone (no Lease, every object at once) with `--peer-delay 0s`, `--once` or
+    /// `--dry-run` (which writes nothing).
+    pub fn peers(&self) -> Result<Arc<Peers>> {
+        if self.sharing_off() {
+            return Ok(Peers::alone());
+        }
+        let me = match self.identity.as_deref().filter(|i| !i.is_empty()) {
+            Some(i) => i.to_string(),
+            None => crate::events::hostname()
+                .filter(|h| crate::validation::node_name(h).is_ok())
+                .ok_or_else(|| {
+                    Error::Config(format!(
+                        "cannot name this instance among its peers: the hostname is not a valid name ({}); pass --identity",
+                        crate::validation::NODE_NAME_RULE
+                    ))
+                })?,
+        };
+        if me.len() > 244 {
+            return Err(Error::Config(format!(
+                "--identity: at most 244 characters (its Lease is metainit-NAME, at most 253), not {}",
+                me.len()
+            )));
+        }
+        Ok(Peers::new(me, self.peer_delay))
+    }
+
+    /// Whether this instance works alone: no Lease, every object at once.
+    pub fn sharing_off(&self) -> bool {
+        self.peer_delay.is_zero() || self.once || self.dry_run
     }
 
     /// What `--webhooks` needs; `--once` waits for no grace.

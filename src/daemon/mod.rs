@@ -19,6 +19,7 @@ use crate::{
     cli::RunArgs,
     events::Sink,
     metrics::{GatedPod, Metrics},
+    peers::{self, Peers},
     queue::Queue,
     release::{Pace, Releaser, Rules, Said},
     setup,
@@ -47,8 +48,19 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             async move { stop.requested().await },
         )));
     }
+    let peers = args.peers()?;
+    if !args.sharing_off() {
+        let stop = shutdown.clone();
+        engines.push(tokio::spawn(peers::run(
+            peers.clone(),
+            started.conn.client.clone(),
+            args.peers_namespace.clone(),
+            started.metrics.clone(),
+            async move { stop.requested().await },
+        )));
+    }
     for clearer in clearers {
-        let (queue, engine) = start_engine(clearer, &args, &started, &shutdown);
+        let (queue, engine) = start_engine(clearer, &args, &started, &shutdown, peers.clone());
         queues.push(queue);
         engines.push(engine);
     }
@@ -112,6 +124,7 @@ fn start_engine(
     args: &RunArgs,
     started: &Started,
     shutdown: &Shutdown,
+    peers: Arc<Peers>,
 ) -> (Arc<Queue<Key>>, JoinHandle<()>) {
     let store = Arc::new(Store::default());
     let rules = Rules {
@@ -134,6 +147,7 @@ fn start_engine(
         tracks: Tracks::default(),
         queue: queue.clone(),
         release,
+        peers,
     });
     let stop = shutdown.clone();
     let engine = queue.clone().run(

@@ -17,6 +17,7 @@ use crate::{
     clear::{Clearer, Done},
     failure::Failure,
     object::Held,
+    peers::Peers,
     queue::Queue,
     release::{self, Releaser, Verdict},
     store::{Key, Store},
@@ -33,6 +34,8 @@ pub struct Ctx {
     /// The release rules, when given: then the store holds every unbound pod, and the
     /// unlabelled ones are theirs.
     pub release: Option<Releaser>,
+    /// The instances that share the work: who patches an object first.
+    pub peers: Arc<Peers>,
 }
 
 /// The objects seen pending and not cleared yet, by `namespace/name`: since when (for
@@ -44,6 +47,8 @@ struct Track {
     uid: Option<String>,
     first_seen: Instant,
     failures: u32,
+    /// Left to the instances ranked before this one, waiting its turn.
+    waiting: bool,
 }
 
 fn track(uid: Option<&str>) -> Track {
@@ -52,6 +57,7 @@ fn track(uid: Option<&str>) -> Track {
         uid,
         first_seen,
         failures: 0,
+        waiting: false,
     }
 }
 
@@ -72,6 +78,22 @@ impl Tracks {
     /// Done with an object: how long it was pending, if it was.
     fn done(&self, key: &str) -> Option<Duration> {
         self.lock().remove(key).map(|t| t.first_seen.elapsed())
+    }
+
+    /// Done with an object gone from the store: whether it went while this instance
+    /// waited its turn (another cleared it).
+    fn gone(&self, key: &str) -> bool {
+        self.lock().remove(key).is_some_and(|t| t.waiting)
+    }
+
+    /// How long until this instance's turn at a pending object, `turn` after it was first
+    /// seen; marks it waiting if that is not now.
+    fn wait_turn(&self, key: &str, turn: Duration) -> Option<Duration> {
+        let mut tracks = self.lock();
+        let t = tracks.get_mut(key)?;
+        let left = (t.first_seen + turn).saturating_duration_since(Instant::now());
+        t.waiting = !left.is_zero();
+        t.waiting.then_some(left)
     }
 
     /// Counts a failure of the object with `uid`; returns how many in a row. A new uid
@@ -108,7 +130,9 @@ pub async fn work(key: Key, ctx: Arc<Ctx>) {
     // even a timer an earlier attempt set while it went.
     let Some(obj) = ctx.store.get(&key) else {
         ctx.queue.cancel(&key);
-        ctx.tracks.done(&key);
+        if ctx.tracks.gone(&key) {
+            ctx.clearer.metrics.left_to_peers.inc();
+        }
         if let Some(r) = &ctx.release {
             r.pace.forget(&key);
             r.said.forget(&key);
@@ -142,6 +166,14 @@ async fn reconcile(obj: &Held, id: &Key, ctx: &Ctx) -> Result<Option<Duration>, 
         // Objects deleted while pending leave a track behind: sweep now and then.
         if ctx.tracks.len() > 2 * ctx.store.len() + 64 {
             ctx.tracks.retain(|k| ctx.store.contains(k));
+        }
+        // Another instance's first (peers/): a timer, and a look again when it fires.
+        let turn = ctx.peers.turn(obj.uid());
+        if let Some(left) = (!turn.is_zero())
+            .then(|| ctx.tracks.wait_turn(key, turn))
+            .flatten()
+        {
+            return Ok(Some(left));
         }
     }
     let done = ctx.clearer.attempt(obj, key, decision).await?;

@@ -13,7 +13,7 @@ use kube::api::ApiResource;
 
 use crate::{blocker::Mode, object::Held, release::Due};
 
-pub use node::{node_name, pick_node_name};
+pub use node::{hostname, node_name, pick_node_name};
 pub use sink::{QUEUE_LIMIT, Sink};
 pub use text::Event;
 use text::{EventMeta, Involved, Source};

@@ -4,13 +4,16 @@
 /// as the kubelet does); empty values count as absent. A value that is not a valid node
 /// name is refused with what to fix.
 pub fn node_name(flag: Option<&str>) -> crate::Result<String> {
-    let hostname = || {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .map(|h| h.trim().to_ascii_lowercase())
-    };
     pick_node_name(flag, std::env::var("NODE_NAME").ok(), hostname)
+}
+
+/// The hostname, lower-cased as the kubelet does.
+pub fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
 }
 
 /// `node_name` with its sources given.

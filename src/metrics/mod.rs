@@ -59,6 +59,10 @@ pub struct Metrics {
     pub webhook_exemptions: Counter,
     /// `webhook_restorations_total`.
     pub webhook_restorations: Counter,
+    /// `peers`.
+    pub peers: Gauge,
+    /// `objects_left_to_peers_total`.
+    pub left_to_peers: Counter,
     /// Counts the webhooks exempted now, from the configurations' store, when scraped.
     exempted_source: std::sync::Mutex<Option<PendingSource>>,
     /// Counts the objects pending now, from the stores, when scraped.
@@ -102,6 +106,8 @@ impl Default for Metrics {
             webhooks_exempted: Gauge::default(),
             webhook_exemptions: Counter::default(),
             webhook_restorations: Counter::default(),
+            peers: Gauge::default(),
+            left_to_peers: Counter::default(),
             exempted_source: std::sync::Mutex::default(),
             pending_sources: std::sync::Mutex::default(),
             gated_source: std::sync::Mutex::default(),
@@ -174,6 +180,16 @@ impl Metrics {
             "clear_latency_seconds",
             "Time from an object first seen pending to its clearing patch accepted",
             self.clear_latency.clone(),
+        );
+        self.registry.register(
+            "peers",
+            "Instances sharing the work as last listed, this one included; 0: not sharing, every object at once",
+            self.peers.clone(),
+        );
+        self.registry.register(
+            "objects_left_to_peers",
+            "Objects another instance cleared while this one waited its turn (--peer-delay)",
+            self.left_to_peers.clone(),
         );
         self.registry.register(
             "event_failures",

@@ -4,6 +4,7 @@
 
 pub mod control_plane;
 pub mod fuzz;
+pub mod ha;
 pub mod helm;
 pub mod node;
 
@@ -94,12 +95,13 @@ impl Bed {
         Metainit::spawn(&all)
     }
 
-    /// Pod names PATCHed so far, with their namespace, as `ns/name`.
+    /// Objects PATCHed so far (pods, deployments: not the instances' Leases), with their
+    /// namespace, as `ns/name`.
     pub fn patched(&self) -> Vec<String> {
         self.double
             .requests()
             .into_iter()
-            .filter(|r| r.method == "PATCH")
+            .filter(|r| r.method == "PATCH" && !r.path_and_query.contains("/leases/"))
             .filter_map(|r| {
                 let path = r.path_and_query.split('?').next()?.to_string();
                 let parts: Vec<&str> = path.split('/').collect();
@@ -196,6 +198,13 @@ pub struct Metainit {
     pub stdout: Arc<Mutex<Vec<String>>>,
 }
 
+/// `test-PID-N`: a name no other metainit this machine runs has.
+fn next_identity() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("test-{}-{n}", std::process::id())
+}
+
 impl Metainit {
     /// Runs the binary cargo built for the test, or `METAINIT_BIN` if set: another build
     /// (the release one, for the figures of RELIABILITY.md's admin flood).
@@ -209,6 +218,13 @@ impl Metainit {
                 format!("{},metainit=debug", metainit::logging::DEFAULT_FILTER),
             )
             .env_remove("KUBECONFIG")
+            // Each process an instance of its own among its peers, as on distinct nodes
+            // (they share this machine's hostname); a test's --identity comes first.
+            .env("METAINIT_IDENTITY", next_identity())
+            // Alone, no Lease, unless the test says `--peer-delay`: the tests of one
+            // instance count its requests to the objects it clears (tests/peers.rs and the
+            // real control plane's run the instances that share the work).
+            .env("METAINIT_PEER_DELAY", "0s")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

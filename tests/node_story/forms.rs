@@ -108,11 +108,47 @@ pub fn the_deployment_form(node: &Node, pushed: &Pushed) {
     docs::run(node, "readme-deployment", Some(pushed));
     ready_pod(node, selector, pushed);
     docs::run(node, "deployment-check", Some(pushed));
+    replicas_share(node, selector);
     clears_by(node, "by-deployment", ACCOUNT);
+    let writes = pod_writes(node, "default", "by-deployment");
+    assert_eq!(
+        writes.len(),
+        1,
+        "one PATCH by two replicas that share: {writes:?}"
+    );
     the_label_patch(node);
     docs::run(node, "readme-once", Some(pushed));
     docs::run(node, "deployment-delete", Some(pushed));
     gone(node, selector);
+}
+
+/// Both replicas keep their Lease in kube-system (role.yaml's rights), each named after
+/// its pod: they share the work (src/peers/).
+fn replicas_share(node: &Node, selector: &str) {
+    let pods: Vec<String> = node
+        .pods("kube-system", selector)
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    until("each replica's Lease", WAIT, || {
+        let leases = node.json(&[
+            "-n",
+            "kube-system",
+            "get",
+            "leases",
+            "-l",
+            "app.kubernetes.io/name=metainit,app.kubernetes.io/component=peer",
+        ])?;
+        let holders: Vec<&str> = leases["items"]
+            .as_array()?
+            .iter()
+            .filter_map(|l| l["spec"]["holderIdentity"].as_str())
+            .collect();
+        pods.iter()
+            .all(|p| holders.contains(&p.as_str()))
+            .then_some(())
+    });
 }
 
 /// The README's `kubectl patch` of a Deployment's pod template, on one made for it.

@@ -27,9 +27,11 @@ const CLUSTER_SCOPED: &[&str] = &[
 ];
 
 /// What a modern (1.33) double serves besides pods, deployments and events: the objects
-/// admission webhooks are configured and called with.
+/// admission webhooks are configured and called with, and the Leases instances of
+/// metainit share the work by.
 pub const MODERN_KEYS: &[&str] = &[
     "namespaces",
+    "leases.coordination.k8s.io",
     "services",
     "endpointslices.discovery.k8s.io",
     "validatingwebhookconfigurations.admissionregistration.k8s.io",
@@ -59,6 +61,7 @@ impl ResourceInfo {
             "persistentvolumeclaims" => ("PersistentVolumeClaim".into(), &["pvc"]),
             "namespaces" => ("Namespace".into(), &["ns"]),
             "endpointslices" => ("EndpointSlice".into(), &[]),
+            "leases" => ("Lease".into(), &[]),
             "validatingwebhookconfigurations" => ("ValidatingWebhookConfiguration".into(), &[]),
             "mutatingwebhookconfigurations" => ("MutatingWebhookConfiguration".into(), &[]),
             other => (kind_from_plural(other), &[]),

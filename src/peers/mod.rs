@@ -1,0 +1,251 @@
+//! Sharing the work between instances: the static pods of several control-plane nodes, the
+//! Deployment's replicas. Each keeps a Lease `metainit-IDENTITY` in `--peers-namespace`,
+//! renewed every 2 s and lasting 10 s, and lists the others' at the same pace. For each
+//! object the instances agree on an owner without a word (rank.rs), which patches at
+//! once; the next in rank waits `--peer-delay`, the next twice that, and each looks again
+//! before it patches: with every instance up, one PATCH an object; with its owner gone
+//! (its process, its API server, its node), one delay more, never a lease's expiry.
+//!
+//! Nothing here can stop clearing: without the Lease API (Kubernetes 1.13) or the rights
+//! (a cluster whose RBAC predates them), or while this instance's API server is away, this
+//! instance patches every object at once, as a single instance does.
+
+mod rank;
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use k8s_openapi::{
+    api::coordination::v1::Lease, apimachinery::pkg::apis::meta::v1::MicroTime, jiff::Timestamp,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use crate::metrics::Metrics;
+pub use rank::{Renewal, Seen, rank};
+
+/// How often the Lease is renewed and the others' listed.
+pub const PERIOD: Duration = Duration::from_secs(2);
+/// How long a Lease not seen renewed counts as alive.
+pub const LEASE_SECONDS: i32 = 10;
+/// The labels of the instances' Leases (and their selector).
+const NAME_LABEL: (&str, &str) = ("app.kubernetes.io/name", "metainit");
+const COMPONENT_LABEL: (&str, &str) = ("app.kubernetes.io/component", "peer");
+
+/// This instance among its peers: its name, its delay per rank, and the instances alive
+/// as last listed (`None`: not sharing now, every object at once).
+pub struct Peers {
+    me: String,
+    delay: Duration,
+    live: Mutex<Option<Vec<String>>>,
+}
+
+impl Peers {
+    pub fn new(me: String, delay: Duration) -> Arc<Peers> {
+        Arc::new(Peers {
+            me,
+            delay,
+            live: Mutex::new(None),
+        })
+    }
+
+    /// An instance that shares nothing: every object at once.
+    pub fn alone() -> Arc<Peers> {
+        Peers::new(String::new(), Duration::ZERO)
+    }
+
+    /// How long after first seeing the object `uid` this instance leaves it to the
+    /// instances ranked before it.
+    pub fn turn(&self, uid: Option<&str>) -> Duration {
+        let (Some(uid), false) = (uid, self.delay.is_zero()) else {
+            return Duration::ZERO;
+        };
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        match live.as_deref() {
+            Some(live) if live.contains(&self.me) => {
+                self.delay * u32::try_from(rank(uid, &self.me, live)).unwrap_or(u32::MAX)
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    fn set(&self, live: Option<Vec<String>>) {
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = live;
+    }
+
+    fn lease_name(&self) -> String {
+        format!("metainit-{}", self.me)
+    }
+}
+
+/// Keeps this instance's Lease and the list of those alive until `stop`; then deletes its
+/// Lease, so that the others stop counting it at once.
+pub async fn run(
+    peers: Arc<Peers>,
+    client: Client,
+    namespace: String,
+    metrics: Arc<Metrics>,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let mut seen = Seen::default();
+    let mut said = Said::default();
+    let mut tick = tokio::time::interval(PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = &mut stop => break,
+        }
+        let live = match round(&peers, &api, &mut seen).await {
+            Ok(live) => {
+                said.sharing(&namespace, &live);
+                Some(live)
+            }
+            Err(e) => {
+                let starting = tokio::time::timeout(
+                    PERIOD,
+                    crate::discovery::starting(&client, &e, &mut said.denied_since),
+                )
+                .await
+                .ok()
+                .flatten();
+                let old_server = matches!(&e, kube::Error::Api(s) if s.code == 404);
+                said.failing(describe(&e, &namespace, starting.as_deref()), old_server);
+                None
+            }
+        };
+        let n = live.as_ref().map_or(0, Vec::len);
+        metrics.peers.set(i64::try_from(n).unwrap_or(i64::MAX));
+        peers.set(live);
+    }
+    let _ = tokio::time::timeout(
+        PERIOD,
+        api.delete(&peers.lease_name(), &DeleteParams::default()),
+    )
+    .await;
+}
+
+/// What was said last, so that a state is logged once when it begins.
+#[derive(Default)]
+struct Said {
+    failing: Option<String>,
+    sharing: bool,
+    /// Since when the server has denied the Lease and its `/readyz` (`discovery::starting`).
+    denied_since: Option<std::time::Instant>,
+}
+
+impl Said {
+    fn sharing(&mut self, namespace: &str, live: &[String]) {
+        if !self.sharing {
+            info!(namespace = %namespace, instances = %live.join(","), "sharing the work with the instances alive");
+        }
+        (self.sharing, self.failing, self.denied_since) = (true, None, None);
+    }
+
+    /// Not sharing, for the reason `said`; a warning unless it is the server's age.
+    fn failing(&mut self, said: String, old_server: bool) {
+        if self.failing.as_deref() != Some(said.as_str()) {
+            if old_server {
+                info!("{said}: every instance clears every object at once");
+            } else {
+                warn!("{said}: every object at once until it works");
+            }
+            self.failing = Some(said);
+        }
+        self.sharing = false;
+    }
+}
+
+/// One round: renews this instance's Lease, lists them all; the instances alive.
+async fn round(peers: &Peers, api: &Api<Lease>, seen: &mut Seen) -> kube::Result<Vec<String>> {
+    renew(peers, api).await?;
+    let selector = format!(
+        "{}={},{}={}",
+        NAME_LABEL.0, NAME_LABEL.1, COMPONENT_LABEL.0, COMPONENT_LABEL.1
+    );
+    let leases = api.list(&ListParams::default().labels(&selector)).await?;
+    let renewals: Vec<Renewal> = leases.items.iter().filter_map(renewal).collect();
+    let now = Timestamp::now();
+    let age = |renewed: &str| {
+        let at: Timestamp = renewed.parse().ok()?;
+        Some(Duration::try_from(now.duration_since(at)).unwrap_or_default())
+    };
+    Ok(seen.observe(Instant::now(), &renewals, age))
+}
+
+fn renewal(lease: &Lease) -> Option<Renewal> {
+    let spec = lease.spec.as_ref()?;
+    let renewed = spec.renew_time.as_ref()?;
+    Some(Renewal {
+        holder: spec
+            .holder_identity
+            .clone()
+            .or_else(|| lease.metadata.name.clone())?,
+        renewed: renewed.0.to_string(),
+        duration: Duration::from_secs(
+            u64::try_from(spec.lease_duration_seconds.unwrap_or(LEASE_SECONDS)).unwrap_or(0),
+        ),
+    })
+}
+
+/// This instance's Lease, renewed now (made if it is not there).
+async fn renew(peers: &Peers, api: &Api<Lease>) -> kube::Result<()> {
+    let name = peers.lease_name();
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": name,
+            "labels": {NAME_LABEL.0: NAME_LABEL.1, COMPONENT_LABEL.0: COMPONENT_LABEL.1},
+        },
+        "spec": {
+            "holderIdentity": peers.me,
+            "leaseDurationSeconds": LEASE_SECONDS,
+            "renewTime": MicroTime(Timestamp::now()),
+        },
+    });
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&lease))
+        .await
+    {
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            let lease: Lease = serde_json::from_value(lease).map_err(kube::Error::SerdeError)?;
+            match api.create(&PostParams::default(), &lease).await {
+                // Made meanwhile (this instance's previous run, restarted): renewed next round.
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                other => other.map(drop),
+            }
+        }
+        other => other.map(drop),
+    }
+}
+
+/// What went wrong, and what to do about it (nothing, while the server is `starting`).
+fn describe(e: &kube::Error, namespace: &str, starting: Option<&str>) -> String {
+    match e {
+        kube::Error::Api(s) if matches!(s.code, 401 | 403) && starting.is_some() => format!(
+            "cannot keep this instance's Lease in {namespace} ({} {}): the API server is starting (its /readyz: {}), not missing RBAC",
+            s.code,
+            s.reason,
+            starting.unwrap_or_default()
+        ),
+        kube::Error::Api(s) if s.code == 403 => format!(
+            "cannot keep this instance's Lease in {namespace} ({} {}): grant get, list, create, patch and delete on leases there (manifests/rbac.yaml)",
+            s.code, s.reason
+        ),
+        kube::Error::Api(s) if s.code == 404 => format!(
+            "no Lease API in {namespace} ({} {}): Kubernetes before 1.14, or no such namespace",
+            s.code, s.reason
+        ),
+        e => format!("cannot keep this instance's Lease in {namespace}: {e}"),
+    }
+}
