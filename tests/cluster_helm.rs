@@ -51,6 +51,8 @@ async fn the_chart_installs_clears_a_pod_in_kube_system_upgrades_to_webhooks_and
         format!("deployment.apps/{release}"),
         format!("networkpolicy.networking.k8s.io/{release}-admin"),
         format!("poddisruptionbudget.policy/{release}"),
+        format!("role.rbac.authorization.k8s.io/{cluster}-peers"),
+        format!("rolebinding.rbac.authorization.k8s.io/{cluster}-peers"),
         format!("service/{release}-metrics"),
         format!("serviceaccount/{release}"),
     ]
@@ -287,6 +289,8 @@ async fn the_chart_runs_as_an_existing_service_account_under_its_own_names_and_l
         format!("deployment.apps/{full}"),
         format!("networkpolicy.networking.k8s.io/{full}-admin"),
         format!("poddisruptionbudget.policy/{full}"),
+        format!("role.rbac.authorization.k8s.io/{full}-deployment-peers"),
+        format!("rolebinding.rbac.authorization.k8s.io/{full}-deployment-peers"),
         format!("service/{full}-metrics"),
     ]
     .into();

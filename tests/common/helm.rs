@@ -66,7 +66,7 @@ pub fn can_i(cp: &ControlPlane, user: &str, verb: &str, resource: &str) -> Strin
 
 /// The kinds the chart makes here, as kubectl names them: all but the opt-ins ServiceMonitor
 /// and PrometheusRule, whose CRDs (the Prometheus Operator's) this control plane lacks.
-pub const NAMESPACED: &str = "serviceaccounts,deployments.apps,poddisruptionbudgets.policy,services,networkpolicies.networking.k8s.io";
+pub const NAMESPACED: &str = "serviceaccounts,deployments.apps,poddisruptionbudgets.policy,services,networkpolicies.networking.k8s.io,roles.rbac.authorization.k8s.io,rolebindings.rbac.authorization.k8s.io";
 pub const CLUSTER: &str =
     "clusterroles.rbac.authorization.k8s.io,clusterrolebindings.rbac.authorization.k8s.io";
 
