@@ -1,8 +1,8 @@
 //! Issue 52's figures: instances that share the work, on the real control plane with three
 //! kube-apiservers on one etcd (tests/common/ha.rs), exactly manifests/rbac.yaml, one
 //! metainit against each server. For each setting, a fresh control plane, the instances
-//! counting each other, then PODS labelled gated pods created through server 1, 8 at a
-//! time: PATCHes of a pod by the user metainit (any answer, from the three audit logs),
+//! counting each other, then PODS labelled gated pods created through server 1, 100 a
+//! second (`ha::RATE`, at most 16 at a time): PATCHes of a pod by the user metainit (any answer, from the three audit logs),
 //! each pod's latency from its create's answer to its clearing PATCH's (the servers' own
 //! stamps), and the CPU the three API servers used from the first create to the last pod
 //! cleared.
@@ -18,7 +18,7 @@ mod common;
 
 use std::{fmt::Write, time::Instant};
 
-use common::ha::Ha;
+use common::ha::{Ha, RATE};
 
 struct Setting {
     name: &'static str,
@@ -94,7 +94,7 @@ fn main() {
     let mut report = String::new();
     let _ = writeln!(
         report,
-        "## Instances sharing the work: three kube-apiservers on one etcd, {pods} pods a setting\n"
+        "## Instances sharing the work: three kube-apiservers on one etcd, {pods} pods a setting, {RATE} a second\n"
     );
     let _ = writeln!(
         report,

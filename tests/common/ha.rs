@@ -21,6 +21,8 @@ use super::{
 };
 
 const KUEUE: &str = "kueue.x-k8s.io/admission";
+/// Pods created a second (`Ha::create`).
+pub const RATE: u32 = 100;
 
 pub struct Ha {
     pub cp: ControlPlane,
@@ -91,17 +93,24 @@ impl Ha {
         }
     }
 
-    /// Creates `n` labelled gated pods `PREFIX-NNN` through server 1, 8 at a time.
+    /// Creates `n` labelled gated pods `PREFIX-NNNN` through server 1, `RATE` a second (as
+    /// controllers create them, not as fast as the machine can: at that pace one instance
+    /// left alone on this machine's two cores falls behind, and the figures would be its
+    /// backlog), at most 16 at a time.
     pub async fn create(&self, prefix: &str, n: usize) {
         let pods = self.cp.pods(&self.namespace).await;
         let pods = &pods;
+        let start = tokio::time::Instant::now();
+        let period = Duration::from_secs(1) / RATE;
         stream::iter(0..n)
-            .for_each_concurrent(8, |i| async move {
-                let pod: Pod =
-                    serde_json::from_value(gated_pod(&format!("{prefix}-{i:04}"), true, &[KUEUE]))
-                        .unwrap();
+            .map(|i| async move {
+                tokio::time::sleep_until(start + period * u32::try_from(i).unwrap()).await;
+                let name = format!("{prefix}-{i:04}");
+                let pod: Pod = serde_json::from_value(gated_pod(&name, true, &[KUEUE])).unwrap();
                 pods.create(&PostParams::default(), &pod).await.unwrap();
             })
+            .buffer_unordered(16)
+            .collect::<Vec<()>>()
             .await;
     }
 
