@@ -163,3 +163,52 @@ async fn before_the_lease_api_each_instance_clears_at_once() {
     .await;
     assert!(m.problems().is_empty(), "{:#?}", m.problems());
 }
+
+#[tokio::test]
+async fn a_lease_not_renewed_for_an_hour_is_deleted() {
+    let bed = rbac_bed(false).await;
+    let two_hours_ago =
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_hours(2);
+    let stale = |name: &str, renewed: String| {
+        serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": name,
+                "namespace": "kube-system",
+                "labels": {"app.kubernetes.io/name": "metainit", "app.kubernetes.io/component": "peer"},
+            },
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": 10, "renewTime": renewed},
+        })
+    };
+    let old = format!("{}", two_hours_ago.strftime("%Y-%m-%dT%H:%M:%S%.6fZ"));
+    let recent = format!(
+        "{}",
+        k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+    );
+    for (name, renewed) in [("metainit-gone", old), ("metainit-recent", recent)] {
+        bed.double
+            .create(
+                "leases.coordination.k8s.io",
+                "kube-system",
+                stale(name, renewed),
+            )
+            .unwrap();
+    }
+    let lease = |name: &str| {
+        bed.double
+            .get("leases.coordination.k8s.io", "kube-system", name)
+            .is_some()
+    };
+    assert!(lease("metainit-gone") && lease("metainit-recent"));
+    let m = bed.metainit(SHARING);
+    eventually("the long-gone Lease deleted", WAIT, || {
+        !lease("metainit-gone")
+    })
+    .await;
+    assert!(
+        lease("metainit-recent"),
+        "a Lease renewed a moment ago was deleted"
+    );
+    assert!(m.problems().is_empty(), "{:#?}", m.problems());
+}

@@ -35,6 +35,8 @@ pub use rank::{Renewal, Seen, rank};
 pub const PERIOD: Duration = Duration::from_secs(2);
 /// How long a Lease not seen renewed counts as alive.
 pub const LEASE_SECONDS: i32 = 10;
+/// How long a Lease not renewed is kept before an instance deletes it.
+const FORGOTTEN: Duration = Duration::from_secs(3600);
 /// The labels of the instances' Leases (and their selector).
 const NAME_LABEL: (&str, &str) = ("app.kubernetes.io/name", "metainit");
 const COMPONENT_LABEL: (&str, &str) = ("app.kubernetes.io/component", "peer");
@@ -179,7 +181,29 @@ async fn round(peers: &Peers, api: &Api<Lease>, seen: &mut Seen) -> kube::Result
         let at: Timestamp = renewed.parse().ok()?;
         Some(Duration::try_from(now.duration_since(at)).unwrap_or_default())
     };
+    forget_the_long_gone(api, &leases.items, &age).await;
     Ok(seen.observe(Instant::now(), &renewals, age))
+}
+
+/// Deletes the Leases not renewed for `FORGOTTEN` (an instance that crashed and never came
+/// back: a Deployment's pod replaced, a node removed), so that they do not pile up; at most
+/// a few a round, and a failure is only tried again next round.
+async fn forget_the_long_gone(
+    api: &Api<Lease>,
+    leases: &[Lease],
+    age: &impl Fn(&str) -> Option<Duration>,
+) {
+    let gone = leases.iter().filter(|l| {
+        renewal(l)
+            .and_then(|r| age(&r.renewed))
+            .is_some_and(|a| a > FORGOTTEN)
+    });
+    for lease in gone.take(3) {
+        if let Some(name) = &lease.metadata.name {
+            let _ = api.delete(name, &DeleteParams::default()).await;
+            info!(lease = %name, "deleted a Lease not renewed for an hour: its instance is gone");
+        }
+    }
 }
 
 fn renewal(lease: &Lease) -> Option<Renewal> {
