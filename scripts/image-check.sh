@@ -347,13 +347,16 @@ grep -q "configuration OK" "$tmp/out" "$tmp/err" || die "--check-config did not 
 # The Deployment's command line (manifests/deployment, as rendered), in a pod's
 # environment: no kubeconfig, the service account's files, the API server's address in
 # the variables the kubelet sets. It must accept the in-cluster configuration.
-# shellcheck disable=SC2016 # Python's text, and $(NODE_NAME) is the manifest's own
+# shellcheck disable=SC2016 # Python's text, and $(NODE_NAME), $(POD_NAMESPACE) the manifest's own
 mapfile -t deploy_args < <(kubectl kustomize manifests/deployment | python3 -c '
 import sys, yaml
 dep = [d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] == "Deployment"][0]
 c = dep["spec"]["template"]["spec"]["containers"][0]
 argv = c.get("command", []) + c.get("args", [])
-print("\n".join(a.replace("$(NODE_NAME)", "image-check-node") for a in argv[1:]))
+stand_ins = {"$(NODE_NAME)": "image-check-node", "$(POD_NAMESPACE)": "kube-system"}
+for k, v in stand_ins.items():
+    argv = [a.replace(k, v) for a in argv]
+print("\n".join(argv[1:]))
 ') || die "cannot read the Deployment's command line"
 run_env=(KUBERNETES_SERVICE_HOST=10.96.0.1 KUBERNETES_SERVICE_PORT=443)
 run 10 "${deploy_args[@]}" --check-config
