@@ -507,6 +507,7 @@ async fn discovery_and_version() {
         vec![
             "apps",
             "events.k8s.io",
+            "coordination.k8s.io",
             "discovery.k8s.io",
             "admissionregistration.k8s.io"
         ]
