@@ -59,7 +59,7 @@ impl RunArgs {
     /// alone (no Lease, every object at once) with `--peer-delay 0s`, `--once` or
     /// `--dry-run` (which writes nothing).
     pub fn peers(&self) -> Result<Arc<Peers>> {
-        if self.sharing_off() {
+        if self.peer_delay.is_zero() || self.once || self.dry_run {
             return Ok(Peers::alone());
         }
         let me = match self.identity.as_deref().filter(|i| !i.is_empty()) {
@@ -80,11 +80,6 @@ impl RunArgs {
             )));
         }
         Ok(Peers::new(me, self.peer_delay))
-    }
-
-    /// Whether this instance works alone: no Lease, every object at once.
-    pub fn sharing_off(&self) -> bool {
-        self.peer_delay.is_zero() || self.once || self.dry_run
     }
 
     /// What `--webhooks` needs; `--once` waits for no grace.

@@ -31,6 +31,8 @@ use work::{Ctx, Tracks, work};
 
 /// Runs until SIGTERM; then lets in-flight patches and Events finish.
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
+    // Checked before anything starts: a bad --identity is bad input, not a late failure.
+    let peers = args.peers()?;
     let shutdown = Shutdown::on_signals();
     let Some((started, clearers)) = start(&args, &shutdown).await? else {
         return Ok(ExitCode::SUCCESS);
@@ -48,8 +50,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             async move { stop.requested().await },
         )));
     }
-    let peers = args.peers()?;
-    if !args.sharing_off() {
+    if peers.shares() {
         let stop = shutdown.clone();
         engines.push(tokio::spawn(peers::run(
             peers.clone(),

@@ -63,10 +63,15 @@ impl Peers {
         Peers::new(String::new(), Duration::ZERO)
     }
 
+    /// Whether it shares the work at all (keeps a Lease); not when made `alone`.
+    pub fn shares(&self) -> bool {
+        !self.delay.is_zero()
+    }
+
     /// How long after first seeing the object `uid` this instance leaves it to the
     /// instances ranked before it.
     pub fn turn(&self, uid: Option<&str>) -> Duration {
-        let (Some(uid), false) = (uid, self.delay.is_zero()) else {
+        let (Some(uid), true) = (uid, self.shares()) else {
             return Duration::ZERO;
         };
         let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
