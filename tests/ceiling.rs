@@ -253,3 +253,50 @@ async fn a_list_that_repeats_its_pages_ends_every_command() {
         assert!(lists <= 12, "{command:?}: {lists} LISTs");
     }
 }
+
+/// A watch stream that holds several bad lines and stays open is read no further than its
+/// first: the next watch starts after that failure's wait, and meets the server as it is then
+/// (a fuzz seed, #49: the rest of such a stream, read a growing wait apart, outlived the fault
+/// by a minute, each bad line taking up to 30 s, and the healed server was not watched).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_watch_that_sent_an_error_is_not_read_again() {
+    let bed = Bed::modern().await;
+    let stream = Stream {
+        errors: vec![(500, "Odd".into(), "fuzz".into()); 4],
+        garbage: 2,
+        linger: Duration::from_secs(600),
+        ..Stream::default()
+    };
+    let plan = Plan::Fixed(RequestKind::WatchStart, Fault::Watch(stream));
+    let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
+    proxy.faulty(true);
+    let m = metainit_via(&kubeconfig, &[]);
+    let addr = m.admin_addr().await;
+    m.logged("the first ERROR event", |l| l.contains("watch error: 500"))
+        .await;
+    proxy.faulty(false);
+    bed.double
+        .create(
+            "pods",
+            "default",
+            gated_pod("after", true, &["example.com/g"]),
+        )
+        .unwrap();
+    // The first failure's wait (0.8 s, jittered), a watch start's token and a second to
+    // prove the watch; the old way read three more errors and two bad lines first (0.8 +
+    // 1.6 + 3.2 + 6.4 + 12.8 s), then waited for the stream's end, ten minutes on.
+    eventually(
+        "the pod created once the faults ended cleared",
+        RECOVER / 3,
+        || {
+            bed.double
+                .get("pods", "default", "after")
+                .is_some_and(|p| gates(&p).is_empty())
+        },
+    )
+    .await;
+    until_readyz(&addr, RECOVER / 3).await;
+    let errors = m.log().iter().filter(|l| l.contains("watch error")).count();
+    assert_eq!(errors, 1, "bad lines read after the first: {:#?}", m.log());
+    m.stop().await;
+}

@@ -63,6 +63,7 @@ async fn run(seed: u64) -> Result<String, String> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let start = Instant::now();
+    let faults_from = clock();
     proxy.faulty(true);
     // A pod to clear while the faults last: its PATCH and Event see them too.
     tokio::time::sleep(FAULTY / 3).await;
@@ -76,6 +77,7 @@ async fn run(seed: u64) -> Result<String, String> {
     tokio::time::sleep(FAULTY - FAULTY / 3).await;
     let (readyz, why) = admin_get(&addr, "/readyz").await;
     proxy.faulty(false);
+    let faults_to = clock();
     let seen: Vec<Seen> = proxy
         .seen()
         .into_iter()
@@ -142,12 +144,31 @@ async fn run(seed: u64) -> Result<String, String> {
     if wrong.is_empty() {
         return Ok(summary);
     }
-    // The end of metainit's log, to see where it stands.
-    let tail = log[log.len().saturating_sub(20)..].join("\n    ");
+    // The end of metainit's log, to see where it stands; the whole of it in a file.
+    let file =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fuzz-seed-{seed}.log"));
+    let _ = std::fs::write(&file, log.join("\n"));
+    let tail = log[log.len().saturating_sub(40)..].join("\n    ");
     Err(format!(
-        "{summary}\n  {}\n  log:\n    {tail}",
-        wrong.join("\n  ")
+        "{summary}\n  {}\n  faults from {faults_from} to {faults_to} UTC; the whole log: {}\n  log:\n    {tail}",
+        wrong.join("\n  "),
+        file.display()
     ))
+}
+
+/// The time of day, UTC, as metainit's log writes it (to set the fault window beside it).
+fn clock() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let s = now.as_secs() % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        now.subsec_millis()
+    )
 }
 
 /// The most requests of `kind` in any minute, for the one collection that had the most

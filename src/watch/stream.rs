@@ -4,10 +4,12 @@
 //! without a word, so a proxy that ends every watch at once (an idle timeout in front of the
 //! API server) made 1,170 watch starts a minute with `/readyz` 200. Here:
 //!
-//! - a watch that ends within `SHORT` having delivered no object and no error (bookmarks
-//!   aside) is a failure, `Short` (client-go's reflector calls it a "very short watch");
-//!   one that lasts `SHORT` is `Running`, which is what proves a watch (an answered start
-//!   alone does not);
+//! - a watch that ends within `SHORT` having delivered no object (bookmarks aside) is a
+//!   failure, `Short` (client-go's reflector calls it a "very short watch"); one that lasts
+//!   `SHORT` is `Running`, which is what proves a watch (an answered start alone does not);
+//! - an `ERROR` event or a line that is no event ends the watch (client-go's reflector
+//!   stops there too): the next start waits out the failure, and meets the server as it is
+//!   then, not the bad lines a stream already held;
 //! - a continue token seen before in the same list, or a list longer than any sane cluster,
 //!   is a failure, `Pages` (`list::Pages`, the same bound as every other list);
 //! - a watch that ends after `SHORT` (its `timeoutSeconds`, most often) starts again at once,
@@ -79,23 +81,10 @@ struct Watching<K> {
     from_zero: bool,
     stream: BoxStream<'static, kube::Result<WatchEvent<K>>>,
     since: Instant,
-    /// When the watch counts as running if it is still open: `SHORT` after its start, or
-    /// after its last error (a stream that failed and ended while metainit waited out the
-    /// failure's backoff is no running watch: the end is read before this is looked at).
-    proven_at: Instant,
-    /// An object or an error arrived: its end is no short watch.
+    /// An object arrived: its end is no short watch.
     delivered: bool,
     bookmarks: u32,
     running: bool,
-}
-
-impl<K> Watching<K> {
-    /// An error on the stream: it runs again only once it has stayed open `SHORT` more.
-    fn failed_now(&mut self) {
-        self.delivered = true;
-        self.running = false;
-        self.proven_at = Instant::now() + SHORT;
-    }
 }
 
 enum State<K> {
@@ -238,7 +227,6 @@ where
                     version,
                     stream: stream.boxed(),
                     since: Instant::now(),
-                    proven_at: Instant::now() + SHORT,
                     delivered: false,
                     bookmarks: 0,
                     running: false,
@@ -259,7 +247,7 @@ where
             // the time that would prove it running.
             biased;
             item = w.stream.next() => item,
-            _ = tokio::time::sleep_until(w.proven_at), if !w.running => {
+            _ = tokio::time::sleep_until(w.since + SHORT), if !w.running => {
                 w.running = true;
                 self.state = State::Watching(w);
                 return Some(Ok(Step::Running));
@@ -280,19 +268,19 @@ where
                 w.version = b.metadata.resource_version;
                 None
             }
+            // An `ERROR` event or a line that is no event ends the watch, as client-go's
+            // reflector does; the next one starts after the failure's wait, from the version
+            // (a 410: the state is `Empty`, list again). Reading on would spend a wait on
+            // every bad line the stream already held, long after the server healed.
             Some(Ok(WatchEvent::Error(s))) => {
-                let expired = s.code == 410;
-                let out = Some(Err(Failure::Event(s)));
-                if expired {
-                    // The state is `Empty`: list again.
-                    return out;
+                if s.code != 410 {
+                    self.state = Self::after(w);
                 }
-                w.failed_now();
-                out
+                return Some(Err(Failure::Event(s)));
             }
             Some(Err(e)) => {
-                w.failed_now();
-                Some(Err(Failure::Stream(e)))
+                self.state = Self::after(w);
+                return Some(Err(Failure::Stream(e)));
             }
             None => return Self::ended(&mut self.state, w),
         };
@@ -318,17 +306,21 @@ where
     /// came in no order of version: resuming from the last one's could skip the others).
     fn ended(state: &mut State<K>, w: Watching<K>) -> Out<K> {
         let lasted = w.since.elapsed();
-        *state = if w.from_zero && w.delivered {
+        let (delivered, running, bookmarks) = (w.delivered, w.running, w.bookmarks);
+        *state = Self::after(w);
+        if delivered || running || lasted >= SHORT {
+            return None;
+        }
+        Some(Err(Failure::Short { lasted, bookmarks }))
+    }
+
+    /// Where a watch that ended leaves the next step: a watch from its version; after a
+    /// watch from "0" that delivered objects, a list (see `ended`).
+    fn after(w: Watching<K>) -> State<K> {
+        if w.from_zero && w.delivered {
             State::Empty
         } else {
             State::Listed { version: w.version }
-        };
-        if w.delivered || w.running || lasted >= SHORT {
-            return None;
         }
-        Some(Err(Failure::Short {
-            lasted,
-            bookmarks: w.bookmarks,
-        }))
     }
 }
