@@ -45,7 +45,7 @@ fn main() {
         .unwrap_or(10);
     let grace = std::env::var("METAINIT_BENCH_GRACE").unwrap_or_else(|_| "10s".into());
     let node = Node::up();
-    guard::install(&node);
+    guard::install(&node, true);
     let before = guard::configs(&node);
     guard::with_webhooks(&node, &grace);
     let (mut to_ready, mut to_restored) = (Vec::new(), Vec::new());

@@ -8,7 +8,8 @@ A shell block (```sh, bash, shell or console) in README.md, CONTRIBUTING.md,
 charts/metainit/README.md or docs/src/**/*.md has a marker on the line just before its
 fence, one of:
 
-    <!-- commands: node ID -->             run on the real node by tests/node.rs, at the
+    <!-- commands: node ID -->             run on the real node by tests/node.rs (or
+                                           tests/node_webhook.rs), at the
                                            step that names "ID" (tests/node_story/docs.rs
                                            runs it: every command must succeed, and a
                                            trailing comment's "quoted text" must be in the
@@ -34,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["README.md", "CONTRIBUTING.md", "charts/metainit/README.md"]
 SHELL_FENCE = re.compile(r"^(\s*)```(sh|bash|shell|console)\s*$")
 MARKER = re.compile(r"^\s*<!--\s*commands:\s*(.*?)\s*-->\s*$")
-NODE_STORY = [ROOT / "tests/node.rs", *sorted((ROOT / "tests/node_story").glob("*.rs"))]
+NODE_STORY = [ROOT / "tests/node.rs", ROOT / "tests/node_webhook.rs",
+              *sorted((ROOT / "tests/node_story").glob("*.rs"))]
 
 
 def pages():

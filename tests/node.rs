@@ -22,7 +22,9 @@
 //!    the node with the token the kubelet projects, Ready by the kubelet's probes, clearing a
 //!    gated labelled pod (the audit log names its service account); the chart's `helm test`
 //!    passing on that pod, and failing on a release whose metainit cannot be ready;
-//! 8. a node restart: the kubelet, every container and containerd stopped, then started on
+//! 8. the guides' blocks at a workstation (the installed binary): the kubectl plugin, the
+//!    completions and man pages, an orphaned gate removed by hand;
+//! 9. a node restart: the kubelet, every container and containerd stopped, then started on
 //!    the same directories: metainit back before the API server, clearing a labelled pod
 //!    created while it was down.
 //!
@@ -34,6 +36,8 @@ mod common;
 mod docs;
 #[path = "node_story/forms.rs"]
 mod forms;
+#[path = "node_story/guides.rs"]
+mod guides;
 #[path = "node_story/limits.rs"]
 mod limits;
 #[path = "node_story/registry.rs"]
@@ -267,6 +271,7 @@ fn a_control_plane_node_boots_with_metainit_and_breaks_an_installers_deadlock() 
     park(&node);
     forms::the_deployment_form(&node, &pushed);
     forms::the_helm_chart(&node, &pushed);
+    guides::the_guides(&node);
     unpark(&node);
     drop(registry);
     until("metainit's mirror pod Running and ready", WAIT, || {

@@ -19,6 +19,8 @@
 //! 6. nothing dialled outside loopback and the node's network namespace.
 
 mod common;
+#[path = "node_story/docs.rs"]
+mod docs;
 
 use std::time::{Duration, Instant};
 
@@ -115,9 +117,21 @@ fn a_node_restart(node: &Node, before: &Value) {
 #[test]
 fn a_webhook_that_intercepts_its_own_pods_is_let_through_and_restored() {
     let node = Node::up();
-    guard::install(&node);
+    guard::install(&node, false);
     let by = guard::called_by_the_api_server(&node, "before");
     println!("the API server called the guard's replica {by}");
+    // As the webhooks page says: both configurations labelled, the rights applied.
+    docs::run(&node, "webhooks-label", None);
+    for kind in [
+        "validatingwebhookconfiguration",
+        "mutatingwebhookconfiguration",
+    ] {
+        let c = node.json(&["get", kind, guard::NS]).unwrap();
+        assert!(
+            c["metadata"]["labels"].get(common::LABEL).is_some(),
+            "the page's block did not label the {kind}: {c}"
+        );
+    }
     let before = guard::configs(&node);
     the_deadlock(&node);
     broken(&node, &before);

@@ -7,8 +7,9 @@
 # is the node's, and the static pod's steps in the docs run as a user types them. The
 # machine's /etc is never written: in the namespace, /etc is an overlay of it with a tmpfs
 # on top (the machine may have no /etc/kubernetes, or a real node's), the mounts under it
-# bound again; nothing mounted in the namespace shows outside it, and it all goes when the
-# namespace does (down).
+# bound again; /usr/local the same way (the plugin page's symlink and man pages go there);
+# nothing mounted in the namespace shows outside it, and it all goes when the namespace does
+# (down).
 
 mntns_path() { echo "$dir/ns/mnt"; }
 
@@ -24,7 +25,7 @@ mounts_up() {
 
 # private_etc DIR, in the new namespace: /etc an overlay with a tmpfs on top, the mounts
 # under the machine's /etc (a container's resolv.conf, hosts) bound again, and
-# DIR/etc/kubernetes bound at /etc/kubernetes.
+# DIR/etc/kubernetes bound at /etc/kubernetes; /usr/local an overlay on the same tmpfs.
 private_etc() {
   local top=$1/ns/top m
   local -a under
@@ -39,4 +40,8 @@ private_etc() {
   done
   mkdir -p /etc/kubernetes
   mount --bind "$1/etc/kubernetes" /etc/kubernetes
+  mkdir -p "$top/usr-local/upper" "$top/usr-local/work"
+  mount -t overlay \
+    -o "lowerdir=/usr/local,upperdir=$top/usr-local/upper,workdir=$top/usr-local/work" \
+    metainit-node /usr/local
 }

@@ -2,7 +2,8 @@
 //! the story's step that names ID (`scripts/check-commands.py` fails on a block no step
 //! runs, and on a step that names no block). Each block runs as one bash script
 //! (`-e -o pipefail`) on the node, in its network and mount namespaces (its 127.0.0.1 and
-//! its /etc/kubernetes are the node's), as the node's admin (`KUBECONFIG`), from the repository's root, with helm and
+//! its /etc/kubernetes and /usr/local are the node's), as the node's admin (`KUBECONFIG`),
+//! with a home of its own (DIR/home), from the repository's root, with helm and
 //! `cargo install`'s binaries on PATH (installed under the node's directory, offline: the
 //! namespace reaches no registry, the crates are those the workspace fetched); then whatever it left in the background (a
 //! port-forward) is stopped. It fails if the script fails, or if its output lacks a text a
@@ -10,7 +11,9 @@
 //!
 //! The substitutions, and nothing else: `target/image` is build-image.sh's `--out`
 //! directory for this node; `REGISTRY/metainit` the repository it pushed to; `metainit-NODE` the node's mirror pod; `NAMESPACE` and `NAME`
-//! the Deployment the step made for the block (`docs`, `labelled`).
+//! the Deployment the step made for the block (`docs`, `labelled`); Gatekeeper's two webhook
+//! configurations, `guard` (tests/node_webhook.rs's webhook, whose configurations are both
+//! named so).
 
 use std::{
     os::unix::process::CommandExt,
@@ -20,13 +23,17 @@ use std::{
 
 use serde_json::Value;
 
-use crate::{
-    common::{
-        helm_binary,
-        node::{Node, without_cargo_env},
-    },
-    registry::Pushed,
+use crate::common::{
+    helm_binary,
+    node::{Node, without_cargo_env},
 };
+
+/// What build-image.sh pushed (tests/node_story/registry.rs): `REPOSITORY@DIGEST`, and the
+/// directory of the forms set to it.
+pub struct Pushed {
+    pub image: String,
+    pub out: std::path::PathBuf,
+}
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -74,6 +81,8 @@ fn substituted(body: &str, node: &Node, pushed: Option<&Pushed>) -> String {
             &format!("metainit-{}", node.get("NODE_NAME")),
         )
         .replace("NAMESPACE", "docs")
+        .replace("gatekeeper-validating-webhook-configuration", "guard")
+        .replace("gatekeeper-mutating-webhook-configuration", "guard")
         .replace(" NAME ", " labelled ")
 }
 
@@ -98,6 +107,13 @@ pub fn run(node: &Node, step: &str, pushed: Option<&Pushed>) {
     }
 }
 
+/// The home the blocks run in: DIR/home (new with the node).
+pub fn node_home(node: &Node) -> std::path::PathBuf {
+    let home = node.path("METAINIT_NODE").join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    home
+}
+
 /// One script on the node (its network and mount namespaces); its stdout and stderr. What it leaves in the
 /// background (its process group) is killed once it ends.
 fn run_script(node: &Node, script: &str) -> String {
@@ -113,12 +129,21 @@ fn run_script(node: &Node, script: &str) -> String {
         std::env::var("PATH").unwrap_or_default()
     );
     let home = dir.join("helm");
+    // A user's home of its own (the completions go there), cargo's and rustup's left where
+    // they are: the crates and the toolchain.
+    let user = node_home(node);
+    let machine = std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
+    let cargo_home = std::env::var_os("CARGO_HOME").map_or(machine.join(".cargo"), Into::into);
+    let rustup_home = std::env::var_os("RUSTUP_HOME").map_or(machine.join(".rustup"), Into::into);
     let mut command = node.in_netns("bash");
     without_cargo_env(&mut command);
     let mut child = command
         .args(["-e", "-o", "pipefail", "-c", script])
         .current_dir(ROOT)
         .env("KUBECONFIG", node.get("NODE_ADMIN"))
+        .env("HOME", &user)
+        .env("CARGO_HOME", cargo_home)
+        .env("RUSTUP_HOME", rustup_home)
         .env("PATH", path)
         .env("CARGO_INSTALL_ROOT", &cargo_root)
         // The node's namespace reaches no registry: cargo uses the crates already fetched.

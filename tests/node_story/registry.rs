@@ -13,6 +13,7 @@ use std::{
 
 use serde_json::Value;
 
+pub use crate::docs::Pushed;
 use crate::{
     common::node::{Node, WAIT, running_and_ready, until, without_cargo_env},
     docs,
@@ -25,12 +26,6 @@ pub struct Registry {
     children: Vec<Child>,
     port: u16,
     log: PathBuf,
-}
-
-/// What build-image.sh pushed: `REPOSITORY@DIGEST`, and the directory of the forms set to it.
-pub struct Pushed {
-    pub image: String,
-    pub out: PathBuf,
 }
 
 impl Pushed {

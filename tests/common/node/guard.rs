@@ -1,8 +1,8 @@
 //! The guard of the webhook deadlock (tests/node_webhook.rs, benches/node_webhook.rs): a
 //! webhook server of ours (tests/node/installer/main.go, `guard`) as a Deployment of two
 //! replicas on the node's pod network, and two configurations that fail closed on every pod
-//! created in its namespace, its own pods included, labelled with metainit's key
-//! (tests/node/guard/*.yaml). The API server calls it at its pods' addresses
+//! created in its namespace, its own pods included, labelled with metainit's key (by
+//! `install`, or by the webhooks page's block) (tests/node/guard/*.yaml). The API server calls it at its pods' addresses
 //! (`--enable-aggregator-routing`), inside the node's network namespace.
 
 use std::{
@@ -25,8 +25,9 @@ fn manifest(file: &str, values: &[(&str, &str)]) -> String {
     super::manifest("tests/node/guard", file, values)
 }
 
-/// The guard, its Secret, both replicas Ready, then its configurations.
-pub fn install(node: &Node) {
+/// The guard, its Secret, both replicas Ready, then its configurations, carrying metainit's
+/// label key if `labelled` (else as a user has them before the webhooks page).
+pub fn install(node: &Node, labelled: bool) {
     let pki = node.path("NODE_PKI");
     node.apply(&manifest("guard.yaml", &[]));
     node.tls_secret(NS, "guard-tls", "guard-webhook");
@@ -34,9 +35,14 @@ pub fn install(node: &Node) {
         (ready(node).len() == 2).then_some(())
     });
     let ca = base64(&std::fs::read(pki.join("ca.crt")).unwrap());
+    let labels = if labelled {
+        format!("{{\"{LABEL}\": \"\"}}")
+    } else {
+        "{}".to_string()
+    };
     node.apply(&manifest(
         "webhook-configuration.yaml",
-        &[("LABEL", LABEL), ("CA_BUNDLE", ca.as_str())],
+        &[("LABELS", labels.as_str()), ("CA_BUNDLE", ca.as_str())],
     ));
 }
 
