@@ -112,13 +112,7 @@ struct Measured {
 
 async fn hold(row: &Row) -> Measured {
     let bed = Bed::modern().await;
-    bed.double
-        .create(
-            "pods",
-            "default",
-            gated_pod("before", true, &["example.com/g"]),
-        )
-        .unwrap();
+    bed.gated("before");
     let plan = Plan::Fixed(row.kind, row.fault.clone());
     // Faulty from metainit's start: its first LIST meets the fault as every later one.
     let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
@@ -136,21 +130,11 @@ async fn hold(row: &Row) -> Measured {
         log: m.log(),
     };
     proxy.faulty(false);
-    bed.double
-        .create(
-            "pods",
-            "default",
-            gated_pod("after", true, &["example.com/g"]),
-        )
-        .unwrap();
+    bed.gated("after");
     eventually(
         &format!("{}: the pod created after the fault cleared", row.what),
         RECOVER,
-        || {
-            bed.double
-                .get("pods", "default", "after")
-                .is_some_and(|p| gates(&p).is_empty())
-        },
+        || bed.cleared("after"),
     )
     .await;
     until_readyz(&addr, RECOVER).await;
@@ -222,9 +206,7 @@ async fn no_answer_makes_metainit_loop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_list_that_repeats_its_pages_ends_every_command() {
     let bed = Bed::modern().await;
-    bed.double
-        .create("pods", "default", gated_pod("p", true, &["example.com/g"]))
-        .unwrap();
+    bed.gated("p");
     let plan = Plan::Fixed(RequestKind::List, Fault::List(Tokens::Same));
     let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
     proxy.faulty(true);
@@ -275,24 +257,14 @@ async fn a_watch_that_sent_an_error_is_not_read_again() {
     m.logged("the first ERROR event", |l| l.contains("watch error: 500"))
         .await;
     proxy.faulty(false);
-    bed.double
-        .create(
-            "pods",
-            "default",
-            gated_pod("after", true, &["example.com/g"]),
-        )
-        .unwrap();
+    bed.gated("after");
     // The first failure's wait (0.8 s, jittered), a watch start's token and a second to
     // prove the watch; the old way read three more errors and two bad lines first (0.8 +
     // 1.6 + 3.2 + 6.4 + 12.8 s), then waited for the stream's end, ten minutes on.
     eventually(
         "the pod created once the faults ended cleared",
         RECOVER / 3,
-        || {
-            bed.double
-                .get("pods", "default", "after")
-                .is_some_and(|p| gates(&p).is_empty())
-        },
+        || bed.cleared("after"),
     )
     .await;
     until_readyz(&addr, RECOVER / 3).await;

@@ -43,13 +43,7 @@ const REGRESSIONS: &[u64] = &[];
 async fn run(seed: u64) -> Result<String, String> {
     let watch_works = seed.is_multiple_of(2);
     let bed = Bed::modern().await;
-    bed.double
-        .create(
-            "pods",
-            "default",
-            gated_pod("before", true, &["example.com/g"]),
-        )
-        .unwrap();
+    bed.gated("before");
     // A resync every 15 s: the lists see the faults too, not only after a 410.
     let plan = Plan::Random { seed, watch_works };
     let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
@@ -67,13 +61,7 @@ async fn run(seed: u64) -> Result<String, String> {
     proxy.faulty(true);
     // A pod to clear while the faults last: its PATCH and Event see them too.
     tokio::time::sleep(FAULTY / 3).await;
-    bed.double
-        .create(
-            "pods",
-            "default",
-            gated_pod("during", true, &["example.com/g"]),
-        )
-        .unwrap();
+    bed.gated("during");
     tokio::time::sleep(FAULTY - FAULTY / 3).await;
     let (readyz, why) = admin_get(&addr, "/readyz").await;
     proxy.faulty(false);
@@ -98,21 +86,9 @@ async fn run(seed: u64) -> Result<String, String> {
     if !watch_works && readyz != 503 {
         wrong.push(format!("/readyz {readyz} while no watch could run: {why}"));
     }
-    bed.double
-        .create(
-            "pods",
-            "default",
-            gated_pod("after", true, &["example.com/g"]),
-        )
-        .unwrap();
+    bed.gated("after");
     let healed = Instant::now();
-    let cleared = || {
-        ["during", "after"].iter().all(|name| {
-            bed.double
-                .get("pods", "default", name)
-                .is_some_and(|p| gates(&p).is_empty())
-        })
-    };
+    let cleared = || ["during", "after"].iter().all(|name| bed.cleared(name));
     while !(cleared() && admin_get(&addr, "/readyz").await.0 == 200) {
         if healed.elapsed() > RECOVER {
             let (code, why) = admin_get(&addr, "/readyz").await;

@@ -32,6 +32,20 @@ pub struct Bed {
 }
 
 impl Bed {
+    /// Creates pod `default/NAME`, labelled, gated by `example.com/g`.
+    pub fn gated(&self, name: &str) {
+        self.double
+            .create("pods", "default", gated_pod(name, true, &["example.com/g"]))
+            .unwrap();
+    }
+
+    /// Whether pod `default/NAME` is there with no gate left.
+    pub fn cleared(&self, name: &str) -> bool {
+        self.double
+            .get("pods", "default", name)
+            .is_some_and(|p| gates(&p).is_empty())
+    }
+
     pub async fn start(config: Config) -> Bed {
         let double = Double::start(config).await.expect("double starts");
         let dir = tempfile::tempdir().expect("tempdir");
