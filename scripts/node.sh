@@ -75,7 +75,8 @@ set_minor() {
 }
 
 # One concern a file: the build and the images, certificates and kubeconfigs, the static
-# pods, the network and mount namespaces, containerd, the kubelet and kube-proxy, and up/down.
+# pods, the network and mount namespaces, containerd, the kubelet and kube-proxy, what kubeadm
+# leaves, and up/down.
 # shellcheck source=scripts/lib/image.sh
 . "$here/scripts/lib/image.sh"
 # shellcheck source=scripts/lib/revision.sh
@@ -94,6 +95,8 @@ set_minor() {
 . "$here/scripts/node/mounts.sh"
 # shellcheck source=scripts/node/runtime.sh
 . "$here/scripts/node/runtime.sh"
+# shellcheck source=scripts/node/kubeadm.sh
+. "$here/scripts/node/kubeadm.sh"
 # shellcheck source=scripts/node/lifecycle.sh
 . "$here/scripts/node/lifecycle.sh"
 

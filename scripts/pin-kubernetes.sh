@@ -6,7 +6,7 @@
 #   bash scripts/pin-kubernetes.sh 1.34.4 3.6.5   # KUBERNETES ETCD
 #
 #   tests/control-plane/1.34/   etcd, kube-apiserver, kube-scheduler
-#   tests/node/1.34/            kubelet, kube-controller-manager
+#   tests/node/1.34/            kubelet, kube-controller-manager, kube-proxy, kubeadm
 #
 # ETCD is the etcd the minor's kubeadm installs (cmd/kubeadm/app/constants/constants.go:
 # DefaultEtcdVersion). k8s.io/kubernetes's own go.mod points its staging modules (k8s.io/api,
@@ -70,7 +70,8 @@ main() {
     "go.etcd.io/etcd/server/v3@v$etcd" \
     "k8s.io/kubernetes/cmd/kube-apiserver@v$version" "k8s.io/kubernetes/cmd/kube-scheduler@v$version"
   module "$here/tests/node/$minor" metainit.test/node "$version" "$staging" \
-    "k8s.io/kubernetes/cmd/kubelet@v$version" "k8s.io/kubernetes/cmd/kube-controller-manager@v$version"
+    "k8s.io/kubernetes/cmd/kubelet@v$version" "k8s.io/kubernetes/cmd/kube-controller-manager@v$version" \
+    "k8s.io/kubernetes/cmd/kube-proxy@v$version" "k8s.io/kubernetes/cmd/kubeadm@v$version"
 }
 
 main "$@"

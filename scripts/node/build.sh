@@ -1,14 +1,14 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2154 # $bin, $cache, $dir, $here, $installer_module, $k8s_version, $minor, $module: scripts/node.sh's globals, set before it calls this
 # The node's binaries and images (sourced by scripts/node.sh): kubelet,
-# kube-controller-manager and kube-proxy built static from the minor's tests/node/MINOR/go.mod, the test's
+# kube-controller-manager, kube-proxy and kubeadm built static from the minor's tests/node/MINOR/go.mod, the test's
 # installer from tests/node/go.mod (its source is part of the cache key), the pause binary
 # from the minor's build/pause/linux/pause.c, and FROM scratch images of the control plane, pause and
 # metainit (the Dockerfile's final stage, as scripts/image-check.sh builds it).
 
 build() {
   if [ -x "$bin/kubelet" ] && [ -x "$bin/kube-controller-manager" ] && [ -x "$bin/kube-proxy" ] &&
-    [ -x "$bin/pause" ] &&
+    [ -x "$bin/kubeadm" ] && [ -x "$bin/pause" ] &&
     [ -x "$bin/installer" ]; then
     say "built already: $bin"
     return 0
@@ -21,13 +21,13 @@ build() {
   say "downloading modules for Kubernetes $k8s_version"
   (cd "$module" && go mod download)
   (cd "$installer_module" && go mod download)
-  say "building kubelet, kube-controller-manager and kube-proxy (two cores: several minutes the first time)"
+  say "building kubelet, kube-controller-manager, kube-proxy and kubeadm (two cores: several minutes the first time)"
   (
     cd "$module" || exit 1
     # Static, as Kubernetes releases them: kube-controller-manager runs FROM scratch.
     CGO_ENABLED=0 go build -trimpath -ldflags "$(version_ldflags)" -o "$tmp/" \
       k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-proxy
+      k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubeadm
   )
   # The installer whose deadlock tests/node.rs breaks (tests/node/installer).
   (cd "$installer_module" && CGO_ENABLED=0 go build -trimpath -o "$tmp/installer" ./installer)

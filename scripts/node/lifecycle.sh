@@ -53,6 +53,7 @@ up() {
   done
   network_up
   mounts_up
+  kubeadm_install
   start_forward
   certificates
   kubeconfigs
@@ -69,6 +70,7 @@ up() {
   date +%s >"$dir/apiserver-ready.at"
   # README's install steps: metainit's rights, once the API server answers.
   admin apply -f "$here/manifests/rbac.yaml" >/dev/null
+  kubeadm_config
   wait_for "the Node $node_name Ready" 120 node_ready
   # No node lifecycle controller runs: lift the not-ready taint TaintNodesByCondition set.
   admin taint node "$node_name" node.kubernetes.io/not-ready- >/dev/null 2>&1 || true

@@ -165,16 +165,21 @@ impl Drop for Registry {
     }
 }
 
-/// The node's static pod as the docs install it, every block run (`docs::run`): the image
-/// page's `sed` of the image line into /etc/kubernetes/metainit.yaml, then the static pod
+/// The node's static pod as the docs install it, every block run (`docs::run`): the static
+/// pod page's kubeconfig of the user metainit made by kubeadm (from the kubeadm-config
+/// ConfigMap scripts/node/kubeadm.sh uploads, as `kubeadm init` does), in place of the one
+/// scripts/node/pki.sh made with openssl; the image page's `sed` of the image line into
+/// /etc/kubernetes/metainit.yaml, then the static pod
 /// page's and the README's copy of build-image.sh's `metainit.yaml` there and move into
 /// /etc/kubernetes/manifests (the node's, in its mount namespace), in place of the node's
-/// own. The kubelet pulls the image from the registry, the mirror pod runs it, Ready,
-/// clearing a labelled pod. The node's own manifest back after.
+/// own. The kubelet pulls the image from the registry, the mirror pod runs it with kubeadm's
+/// kubeconfig, Ready, clearing a labelled pod as the user metainit. The node's own manifest
+/// back after.
 pub fn the_static_pod_from_it(node: &Node, registry: &Registry, pushed: &Pushed) {
     let live = node.path("NODE_MANIFESTS").join("metainit.yaml");
     let own = node.path("METAINIT_NODE").join("metainit.own.yaml");
     std::fs::copy(&live, &own).unwrap();
+    kubeadms_kubeconfig(node);
     docs::run(node, "image-sed", Some(pushed));
     let written = node
         .path("METAINIT_NODE")
@@ -208,4 +213,30 @@ pub fn the_static_pod_from_it(node: &Node, registry: &Registry, pushed: &Pushed)
                 && running_and_ready(p)
         })
     });
+}
+
+/// The static pod page's step 2: kubeadm writes a new /etc/kubernetes/metainit.conf, owned
+/// by 65532 and mode 0600, its server the ClusterConfiguration's controlPlaneEndpoint.
+fn kubeadms_kubeconfig(node: &Node) {
+    use std::os::unix::fs::MetadataExt;
+    let conf = node
+        .path("METAINIT_NODE")
+        .join("etc/kubernetes/metainit.conf");
+    let before = std::fs::read_to_string(&conf).unwrap();
+    docs::run(node, "static-pod-kubeconfig", None);
+    let after = std::fs::read_to_string(&conf).unwrap();
+    assert_ne!(before, after, "kubeadm wrote no new kubeconfig");
+    assert!(
+        after.contains("client-certificate-data") && after.contains("name: metainit@kubernetes"),
+        "not kubeadm's kubeconfig of the user metainit:\n{after}"
+    );
+    assert!(
+        after.contains(&format!("server: {}", node.get("NODE_SERVER"))),
+        "{after}"
+    );
+    let meta = std::fs::metadata(&conf).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid(), meta.mode() & 0o777),
+        (65532, 65532, 0o600)
+    );
 }
