@@ -3,6 +3,7 @@
 
     python3 scripts/check-commands.py             # the check: exits 1 naming each problem
     python3 scripts/check-commands.py --node ID   # JSON: the blocks marked `node ID`
+    python3 scripts/check-commands.py --machine ID   # JSON: the blocks marked `machine ID`
 
 A shell block (```sh, bash, shell or console) in README.md, CONTRIBUTING.md,
 charts/metainit/README.md or docs/src/**/*.md has a marker on the line just before its
@@ -15,6 +16,9 @@ fence, one of:
                                            trailing comment's "quoted text" must be in the
                                            output; the substitutions it makes are listed
                                            there)
+    <!-- commands: machine ID -->          a developer's session, run on this machine by
+                                           tests/developer_docs.rs at the step that names
+                                           "ID" (the same rules, no substitution)
     <!-- commands: FILE [FILE ...] -->     each command line of the block (continuations
                                            joined, trailing comment and repeated spaces
                                            dropped) is in one of these files, as a line
@@ -37,6 +41,11 @@ SHELL_FENCE = re.compile(r"^(\s*)```(sh|bash|shell|console)\s*$")
 MARKER = re.compile(r"^\s*<!--\s*commands:\s*(.*?)\s*-->\s*$")
 NODE_STORY = [ROOT / "tests/node.rs", ROOT / "tests/node_webhook.rs",
               *sorted((ROOT / "tests/node_story").glob("*.rs"))]
+# Where each kind of run block is run: its files, and how a step there names a block.
+RUNNERS = {
+    "node": (NODE_STORY, r'docs::run\([^,]+,\s*"([a-z0-9-]+)"'),
+    "machine": ([ROOT / "tests/developer_docs.rs"], r'session\("([a-z0-9-]+)"\)'),
+}
 
 
 def pages():
@@ -99,8 +108,11 @@ def normalized(text):
 
 
 def check():
-    problems, counts, node_ids = [], {"node": 0, "files": 0, "not run": 0, "unmarked": 0}, set()
-    story = "\n".join(p.read_text() for p in NODE_STORY if p.exists())
+    problems = []
+    counts = {"node": 0, "machine": 0, "files": 0, "not run": 0, "unmarked": 0}
+    ids = {kind: set() for kind in RUNNERS}
+    stories = {kind: "\n".join(p.read_text() for p in files if p.exists())
+               for kind, (files, _) in RUNNERS.items()}
     for page, line, marker, body in blocks():
         where = f"{page.relative_to(ROOT)}:{line}"
         if marker is None:
@@ -111,15 +123,16 @@ def check():
             if len(marker) < len("not run: ") + 10:
                 problems.append(f"{where}: `not run:` needs a reason")
             counts["not run"] += 1
-        elif marker.startswith("node "):
-            step = marker.split(None, 1)[1]
+        elif marker.split(None, 1)[0] in RUNNERS:
+            kind, step = (marker.split(None, 1) + [""])[:2]
+            files, _ = RUNNERS[kind]
             if not re.fullmatch(r"[a-z0-9-]+", step):
-                problems.append(f"{where}: node step `{step}`: lowercase letters, digits, '-'")
-            elif f'"{step}"' not in story:
-                problems.append(f"{where}: no node step runs \"{step}\" (tests/node.rs, "
-                                "tests/node_story/)")
-            node_ids.add(step)
-            counts["node"] += 1
+                problems.append(f"{where}: {kind} step `{step}`: lowercase letters, digits, '-'")
+            elif f'"{step}"' not in stories[kind]:
+                names = ", ".join(str(f.relative_to(ROOT)) for f in files[:2])
+                problems.append(f"{where}: no {kind} step runs \"{step}\" ({names}, ...)")
+            ids[kind].add(step)
+            counts[kind] += 1
         else:
             files = marker.split()
             texts = []
@@ -132,20 +145,22 @@ def check():
                 if texts and not any(command in t for t in texts):
                     problems.append(f"{where}: `{command}` is in none of {', '.join(files)}")
             counts["files"] += 1
-    for step in re.findall(r'docs::run\([^,]+,\s*"([a-z0-9-]+)"', story):
-        if step not in node_ids:
-            problems.append(f"tests/node_story: the node step \"{step}\" names no block")
+    for kind, (_, pattern) in RUNNERS.items():
+        for step in re.findall(pattern, stories[kind]):
+            if step not in ids[kind]:
+                problems.append(f"the {kind} step \"{step}\" names no block")
     return problems, counts
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--node":
+    if len(sys.argv) == 3 and sys.argv[1] in ("--node", "--machine"):
+        marker = f"{sys.argv[1][2:]} {sys.argv[2]}"
         found = [{"page": str(p.relative_to(ROOT)), "line": n, "body": "\n".join(b)}
-                 for p, n, m, b in blocks() if m == f"node {sys.argv[2]}"]
+                 for p, n, m, b in blocks() if m == marker]
         print(json.dumps(found))
         return
     if len(sys.argv) != 1:
-        sys.exit("usage: check-commands.py [--node ID]")
+        sys.exit("usage: check-commands.py [--node ID | --machine ID]")
     problems, counts = check()
     for p in problems:
         print(p, file=sys.stderr)
@@ -153,6 +168,7 @@ def main():
     if problems:
         sys.exit(f"check-commands: {len(problems)} problems in {total} shell blocks")
     print(f"check-commands: ok ({total} shell blocks: {counts['node']} run on the node, "
+          f"{counts['machine']} developers' sessions run here, "
           f"{counts['files']} in the tests or scripts named, {counts['not run']} not run)")
 
 

@@ -34,7 +34,7 @@ bash scripts/check-book.sh
 step "scripts/check-links.py (links, anchors and pointers to headings, offline)"
 python3 scripts/check-links.py
 
-step "scripts/check-commands.py (every shell block of the docs marked: run on the node, in a named test, or not run and why)"
+step "scripts/check-commands.py (every shell block of the docs marked: run on the node or here, in a named test, or not run and why)"
 python3 scripts/check-commands.py
 
 step "cargo build --workspace"

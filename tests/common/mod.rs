@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod control_plane;
+pub mod doc_blocks;
 pub mod fuzz;
 pub mod ha;
 pub mod helm;

@@ -15,15 +15,8 @@
 //! configurations, `guard` (tests/node_webhook.rs's webhook, whose configurations are both
 //! named so).
 
-use std::{
-    os::unix::process::CommandExt,
-    path::Path,
-    process::{Command, Stdio},
-};
-
-use serde_json::Value;
-
 use crate::common::{
+    doc_blocks::{assert_expected, blocks, run_script},
     helm_binary,
     node::{Node, without_cargo_env},
 };
@@ -33,30 +26,6 @@ use crate::common::{
 pub struct Pushed {
     pub image: String,
     pub out: std::path::PathBuf,
-}
-
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-/// The blocks marked `node STEP`, as scripts/check-commands.py lists them.
-fn blocks(step: &str) -> Vec<Value> {
-    let out = Command::new("python3")
-        .arg(Path::new(ROOT).join("scripts/check-commands.py"))
-        .args(["--node", step])
-        .output()
-        .expect("python3 runs");
-    assert!(out.status.success(), "check-commands.py --node {step}");
-    let blocks: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(!blocks.is_empty(), "no block is marked `node {step}`");
-    blocks
-}
-
-/// What a block's trailing comments quote: texts its output must hold.
-fn expected(body: &str) -> Vec<String> {
-    body.lines()
-        .filter_map(|l| l.split_once("# \"").map(|(_, q)| q))
-        .filter_map(|q| q.split_once('"').map(|(q, _)| q))
-        .map(|q| q.trim_end_matches("...").to_string())
-        .collect()
 }
 
 fn substituted(body: &str, node: &Node, pushed: Option<&Pushed>) -> String {
@@ -88,22 +57,15 @@ fn substituted(body: &str, node: &Node, pushed: Option<&Pushed>) -> String {
 
 /// Runs every block marked `node STEP`; prints each with its output.
 pub fn run(node: &Node, step: &str, pushed: Option<&Pushed>) {
-    for block in blocks(step) {
+    for block in blocks("node", step) {
         let body = block["body"].as_str().unwrap();
         let script = substituted(body, node, pushed);
-        let output = run_script(node, &script);
+        let output = run_node_script(node, &script);
         println!(
             "{}:{} (node {step}):\n{script}\n--- its output:\n{output}",
             block["page"], block["line"]
         );
-        for text in expected(body) {
-            assert!(
-                output.contains(&text),
-                "{}:{}: the output lacks {text:?}",
-                block["page"],
-                block["line"]
-            );
-        }
+        assert_expected(&block, body, &output);
     }
 }
 
@@ -114,12 +76,10 @@ pub fn node_home(node: &Node) -> std::path::PathBuf {
     home
 }
 
-/// One script on the node (its network and mount namespaces); its stdout and stderr. What it leaves in the
-/// background (its process group) is killed once it ends.
-fn run_script(node: &Node, script: &str) -> String {
+/// One script on the node (its network and mount namespaces); its stdout and stderr. What it
+/// leaves in the background (its process group) is killed once it ends.
+fn run_node_script(node: &Node, script: &str) -> String {
     let dir = node.path("METAINIT_NODE");
-    let log = dir.join("docs-block.log");
-    let file = std::fs::File::create(&log).unwrap();
     let helm = helm_binary();
     let cargo_root = dir.join("cargo-install");
     let path = format!(
@@ -137,9 +97,7 @@ fn run_script(node: &Node, script: &str) -> String {
     let rustup_home = std::env::var_os("RUSTUP_HOME").map_or(machine.join(".rustup"), Into::into);
     let mut command = node.in_netns("bash");
     without_cargo_env(&mut command);
-    let mut child = command
-        .args(["-e", "-o", "pipefail", "-c", script])
-        .current_dir(ROOT)
+    command
         .env("KUBECONFIG", node.get("NODE_ADMIN"))
         .env("HOME", &user)
         .env("CARGO_HOME", cargo_home)
@@ -156,22 +114,6 @@ fn run_script(node: &Node, script: &str) -> String {
         .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
         .env("HELM_CACHE_HOME", home.join("cache"))
         .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .process_group(0)
-        .spawn()
-        .expect("nsenter runs");
-    let status = child.wait().unwrap();
-    let _ = Command::new("kill")
-        .args(["-TERM", "--", &format!("-{}", child.id())])
-        .stderr(Stdio::null())
-        .status();
-    let output = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(
-        status.success(),
-        "the block failed ({status}):\n{script}\n{output}"
-    );
-    output
+        .env("HELM_DATA_HOME", home.join("data"));
+    run_script(command, script, &dir.join("docs-block.log"))
 }
