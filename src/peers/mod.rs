@@ -26,7 +26,7 @@ use kube::{
 };
 use serde_json::json;
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::metrics::Metrics;
 pub use rank::{Renewal, Seen, rank};
@@ -204,9 +204,16 @@ async fn forget_the_long_gone(
             .is_some_and(|a| a > FORGOTTEN)
     });
     for lease in gone.take(3) {
-        if let Some(name) = &lease.metadata.name {
-            let _ = api.delete(name, &DeleteParams::default()).await;
-            info!(lease = %name, "deleted a Lease not renewed for an hour: its instance is gone");
+        let Some(name) = &lease.metadata.name else {
+            continue;
+        };
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {
+                info!(lease = %name, "deleted a Lease not renewed for an hour: its instance is gone")
+            }
+            Err(e) => {
+                debug!(lease = %name, error = %e, "could not delete a Lease not renewed for an hour; next round")
+            }
         }
     }
 }
