@@ -161,8 +161,9 @@ pub struct RunArgs {
     pub peers_namespace: String,
 
     /// How long each instance leaves an object to the instances ranked before it: its
-    /// owner patches at once, the next after this, the next after twice this. 0s: no
-    /// sharing, no Lease, every object at once.
+    /// owner patches at once, the next after this, the next after twice this, each
+    /// counting from when it last saw one of those at work if later (three times this
+    /// more at most). 0s: no sharing, no Lease, every object at once.
     #[arg(long, env = "METAINIT_PEER_DELAY", value_name = "DURATION", default_value = "500ms", value_parser = parse_duration)]
     pub peer_delay: Duration,
 

@@ -10,14 +10,14 @@ use std::{
 
 use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
-use tracing::info;
+use tracing::{debug, info};
 
 use crate::{
     blocker::Decision,
     clear::{Clearer, Done},
-    failure::Failure,
+    failure::{Class, Failure},
     object::Held,
-    peers::Peers,
+    peers::{Peers, Turn},
     queue::Queue,
     release::{self, Releaser, Verdict},
     store::{Key, Store},
@@ -49,6 +49,10 @@ struct Track {
     failures: u32,
     /// Left to the instances ranked before this one, waiting its turn.
     waiting: bool,
+    /// Ever left to the instances ranked before this one.
+    backup: bool,
+    /// Cleared by this instance: what the watch shows of it until it shows that is old.
+    cleared: bool,
 }
 
 fn track(uid: Option<&str>) -> Track {
@@ -58,6 +62,8 @@ fn track(uid: Option<&str>) -> Track {
         first_seen,
         failures: 0,
         waiting: false,
+        backup: false,
+        cleared: false,
     }
 }
 
@@ -80,19 +86,46 @@ impl Tracks {
         self.lock().remove(key).map(|t| t.first_seen.elapsed())
     }
 
-    /// Done with an object gone from the store: whether it went while this instance
-    /// waited its turn (another cleared it).
-    fn gone(&self, key: &str) -> bool {
-        self.lock().remove(key).is_some_and(|t| t.waiting)
-    }
-
-    /// How long until this instance's turn at a pending object, `turn` after it was first
-    /// seen; marks it waiting if that is not now.
-    fn wait_turn(&self, key: &str, turn: Duration) -> Option<Duration> {
+    /// Done with an object this instance cleared: how long it was pending. It stays known
+    /// as cleared until the watch shows it so (`gone`), since the watch may show an older
+    /// state first (pending, as it was when an event came during the PATCH).
+    fn cleared(&self, key: &str) -> Option<Duration> {
         let mut tracks = self.lock();
         let t = tracks.get_mut(key)?;
-        let left = (t.first_seen + turn).saturating_duration_since(Instant::now());
+        t.cleared = true;
+        Some(t.first_seen.elapsed())
+    }
+
+    /// Whether this instance cleared the object `uid` already (what shows it pending is
+    /// older than its PATCH: nothing can hold an object back again once cleared).
+    fn cleared_already(&self, key: &str, uid: Option<&str>) -> bool {
+        self.lock()
+            .get(key)
+            .is_some_and(|t| t.cleared && uid.is_some() && t.uid.as_deref() == uid)
+    }
+
+    /// Whether this instance ever left the object to the instances ranked before it.
+    fn backup(&self, key: &str) -> bool {
+        self.lock().get(key).is_some_and(|t| t.backup)
+    }
+
+    /// Done with an object gone from the store: if it went while this instance waited its
+    /// turn (another cleared it), its uid.
+    fn gone(&self, key: &str) -> Option<Option<String>> {
+        self.lock()
+            .remove(key)
+            .and_then(|t| t.waiting.then_some(t.uid))
+    }
+
+    /// How long until this instance's turn at a pending object (`turn`, given when it was
+    /// first seen); marks it waiting if that is not now.
+    fn wait_turn(&self, key: &str, turn: impl FnOnce(Instant) -> Turn) -> Option<Duration> {
+        let mut tracks = self.lock();
+        let t = tracks.get_mut(key)?;
+        let turn = turn(t.first_seen);
+        let left = (t.first_seen + turn.after).saturating_duration_since(Instant::now());
         t.waiting = !left.is_zero();
+        t.backup |= turn.rank > 0;
         t.waiting.then_some(left)
     }
 
@@ -130,8 +163,9 @@ pub async fn work(key: Key, ctx: Arc<Ctx>) {
     // even a timer an earlier attempt set while it went.
     let Some(obj) = ctx.store.get(&key) else {
         ctx.queue.cancel(&key);
-        if ctx.tracks.gone(&key) {
+        if let Some(uid) = ctx.tracks.gone(&key) {
             ctx.clearer.metrics.left_to_peers.inc();
+            ctx.peers.handed_over(uid.as_deref());
         }
         if let Some(r) = &ctx.release {
             r.pace.forget(&key);
@@ -144,6 +178,11 @@ pub async fn work(key: Key, ctx: Arc<Ctx>) {
         // A gate's age, or its turn under --release-rate: a timer, not a retry.
         Ok(Some(wait)) => ctx.queue.add_at(key, later(Instant::now(), wait)),
         Err(f) => {
+            // Changed first by another at this instance's turn: the owner is at work (its
+            // look again waits for the newest state, or its turn after that).
+            if f.class == Class::Race && ctx.tracks.backup(&key) {
+                ctx.peers.handed_over(obj.uid());
+            }
             let (failures, backoff) = retry_delay(&ctx.tracks, &key, obj.uid(), &f);
             let id = key.to_string();
             let wait = ctx.queue.add_after(key, backoff);
@@ -160,6 +199,10 @@ async fn reconcile(obj: &Held, id: &Key, ctx: &Ctx) -> Result<Option<Duration>, 
         return release(obj, id, ctx, r).await;
     }
     let key: &str = id;
+    if ctx.tracks.cleared_already(key, obj.uid()) {
+        debug!(object = %key, "cleared already: the watch shows an older state");
+        return Ok(None);
+    }
     let decision = ctx.clearer.decide(obj);
     if matches!(decision, Decision::Clear { .. }) {
         ctx.tracks.pending(key, obj.uid());
@@ -168,21 +211,22 @@ async fn reconcile(obj: &Held, id: &Key, ctx: &Ctx) -> Result<Option<Duration>, 
             ctx.tracks.retain(|k| ctx.store.contains(k));
         }
         // Another instance's first (peers/): a timer, and a look again when it fires.
-        let turn = ctx.peers.turn(obj.uid());
-        if let Some(left) = (!turn.is_zero())
-            .then(|| ctx.tracks.wait_turn(key, turn))
-            .flatten()
-        {
+        let turn = |first| ctx.peers.turn(obj.uid(), first);
+        if let Some(left) = ctx.tracks.wait_turn(key, turn) {
             return Ok(Some(left));
         }
     }
     let done = ctx.clearer.attempt(obj, key, decision).await?;
-    // Whatever became of it (cleared, left, gone), it is no longer tracked.
-    if let (Some(pending), Done::Cleared(_)) = (ctx.tracks.done(key), &done) {
-        ctx.clearer
-            .metrics
-            .clear_latency
-            .observe(pending.as_secs_f64());
+    // Cleared: known so until the watch shows it. Left or gone: no longer tracked.
+    if let Done::Cleared(_) = &done {
+        if let Some(pending) = ctx.tracks.cleared(key) {
+            ctx.clearer
+                .metrics
+                .clear_latency
+                .observe(pending.as_secs_f64());
+        }
+    } else {
+        ctx.tracks.done(key);
     }
     Ok(None)
 }
@@ -302,6 +346,25 @@ mod tests {
 
         tracks.retain(|k| k != "ns/b");
         assert_eq!(tracks.len(), 2, "ns/a and ns/c are left");
+    }
+
+    #[test]
+    fn an_object_cleared_here_is_not_patched_again_until_the_watch_shows_it() {
+        let tracks = Tracks::default();
+        tracks.pending("ns/a", Some("u1"));
+        assert!(!tracks.cleared_already("ns/a", Some("u1")));
+        assert!(tracks.cleared("ns/a").is_some());
+        // An older state shown after the PATCH (pending, from an event during it).
+        assert!(tracks.cleared_already("ns/a", Some("u1")));
+        assert!(
+            !tracks.cleared_already("ns/a", Some("u2")),
+            "another object under its name"
+        );
+        assert!(!tracks.cleared_already("ns/a", None));
+        // The watch shows it cleared (dropped from the store): forgotten, not left to peers.
+        assert_eq!(tracks.gone("ns/a"), None);
+        assert!(!tracks.cleared_already("ns/a", Some("u1")));
+        assert_eq!(tracks.len(), 0);
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! Deployment's replicas. Each keeps a Lease `metainit-IDENTITY` in `--peers-namespace`,
 //! renewed every 2 s and lasting 10 s, and lists the others' at the same pace. For each
 //! object the instances agree on an owner without a word (rank.rs), which patches at
-//! once; the next in rank waits `--peer-delay`, the next twice that, and each looks again
-//! before it patches: with every instance up, one PATCH an object; with its owner gone
-//! (its process, its API server, its node), one delay more, never a lease's expiry.
+//! once; the next in rank waits `--peer-delay`, the next twice that, each counting from
+//! the last time it saw the owner at work if that is later (a loaded control plane makes
+//! an owner slow, not gone), and each looks again before it patches: with every instance
+//! up, one PATCH an object; with its owner gone (its process, its API server, its node),
+//! one delay more, never a lease's expiry.
 //!
 //! Nothing here can stop clearing: without the Lease API (Kubernetes 1.13) or the rights
 //! (a cluster whose RBAC predates them), or while this instance's API server is away, this
@@ -13,6 +15,7 @@
 mod rank;
 
 use std::{
+    collections::HashMap,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -41,12 +44,29 @@ const FORGOTTEN: Duration = Duration::from_secs(3600);
 const NAME_LABEL: (&str, &str) = ("app.kubernetes.io/name", "metainit");
 const COMPONENT_LABEL: (&str, &str) = ("app.kubernetes.io/component", "peer");
 
-/// This instance among its peers: its name, its delay per rank, and the instances alive
-/// as last listed (`None`: not sharing now, every object at once).
+/// This instance among its peers: its name, its delay per rank, the instances alive as
+/// last listed (`None`: not sharing now, every object at once), and when it last saw
+/// each of the others at work.
 pub struct Peers {
     me: String,
     delay: Duration,
     live: Mutex<Option<Vec<String>>>,
+    at_work: Mutex<HashMap<String, Instant>>,
+}
+
+/// Where this instance stands for one object: its rank (0: the owner) and how long after
+/// first seeing the object it patches it (`rank::turn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Turn {
+    pub rank: u32,
+    pub after: Duration,
+}
+
+impl Turn {
+    const NOW: Turn = Turn {
+        rank: 0,
+        after: Duration::ZERO,
+    };
 }
 
 impl Peers {
@@ -55,6 +75,7 @@ impl Peers {
             me,
             delay,
             live: Mutex::new(None),
+            at_work: Mutex::new(HashMap::new()),
         })
     }
 
@@ -68,22 +89,60 @@ impl Peers {
         !self.delay.is_zero()
     }
 
-    /// How long after first seeing the object `uid` this instance leaves it to the
-    /// instances ranked before it.
-    pub fn turn(&self, uid: Option<&str>) -> Duration {
-        let (Some(uid), true) = (uid, self.shares()) else {
-            return Duration::ZERO;
+    /// This instance's turn at the object `uid`, which it first saw at `first`: later
+    /// while it sees one of the instances ranked before it at work.
+    pub fn turn(&self, uid: Option<&str>, first: Instant) -> Turn {
+        let Some(above) = self.above(uid).filter(|a| !a.is_empty()) else {
+            return Turn::NOW;
         };
-        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        match live.as_deref() {
-            Some(live) if live.contains(&self.me) => {
-                self.delay * u32::try_from(rank(uid, &self.me, live)).unwrap_or(u32::MAX)
-            }
-            _ => Duration::ZERO,
+        let seen = {
+            let at_work = self.lock_at_work();
+            above
+                .iter()
+                .filter_map(|name| at_work.get(name))
+                .max()
+                .copied()
+        };
+        let rank = u32::try_from(above.len()).unwrap_or(u32::MAX);
+        Turn {
+            rank,
+            after: rank::turn(rank, self.delay, first, seen),
         }
     }
 
+    /// The object `uid`, which this instance left to the ones ranked before it, was
+    /// cleared by another (or won the race at this one's turn). When this instance was
+    /// next in rank after the owner alone, the owner cleared it: it is at work. (Further
+    /// down, which of those before cleared it is not known: an owner gone would be seen
+    /// at work in its backup's stead.)
+    pub fn handed_over(&self, uid: Option<&str>) {
+        if let Some([owner]) = self.above(uid).as_deref() {
+            self.lock_at_work().insert(owner.clone(), Instant::now());
+        }
+    }
+
+    /// The instances ranked before this one for the object `uid`, the owner first; `None`
+    /// when not sharing (every object at once).
+    fn above(&self, uid: Option<&str>) -> Option<Vec<String>> {
+        let uid = uid.filter(|_| self.shares())?;
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let live = live.as_deref().filter(|live| live.contains(&self.me))?;
+        Some(
+            rank::above(uid, &self.me, live)
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+        )
+    }
+
+    fn lock_at_work(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.at_work.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn set(&self, live: Option<Vec<String>>) {
+        if let Some(live) = &live {
+            self.lock_at_work().retain(|name, _| live.contains(name));
+        }
         *self.live.lock().unwrap_or_else(|p| p.into_inner()) = live;
     }
 
@@ -283,5 +342,102 @@ fn describe(e: &kube::Error, namespace: &str, starting: Option<&str>) -> String 
             s.code, s.reason
         ),
         e => format!("cannot keep this instance's Lease in {namespace}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DELAY: Duration = Duration::from_millis(500);
+
+    /// `me` among three instances alive.
+    fn setup(me: &str) -> (Arc<Peers>, Vec<String>) {
+        let peers = Peers::new(me.to_string(), DELAY);
+        let live: Vec<String> = ["node-1", "node-2", "node-3"].map(String::from).to_vec();
+        peers.set(Some(live.clone()));
+        (peers, live)
+    }
+
+    /// A uid for which `me` has rank `r` and `owner` is ranked first.
+    fn uid_where(live: &[String], me: &str, r: usize, owner: &str) -> String {
+        (0..)
+            .map(|i| format!("uid-{i}"))
+            .find(|u| rank(u, me, live) == r && rank(u, owner, live) == 0)
+            .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_owner_seen_at_work_defers_its_next_in_rank_and_one_gone_does_not() {
+        let (peers, live) = setup("node-1");
+        let t0 = Instant::now();
+        let (x, y) = (
+            uid_where(&live, "node-1", 1, "node-2"),
+            uid_where(&live, "node-1", 1, "node-3"),
+        );
+        assert_eq!(
+            peers.turn(Some(&x), t0),
+            Turn {
+                rank: 1,
+                after: DELAY
+            }
+        );
+
+        // node-2 cleared one of its objects while node-1 waited next in rank: node-2's
+        // other objects wait a delay from then; node-3's do not.
+        tokio::time::advance(Duration::from_millis(300)).await;
+        peers.handed_over(Some(&uid_where(&live, "node-1", 1, "node-2")));
+        assert_eq!(peers.turn(Some(&x), t0).after, Duration::from_millis(800));
+        assert_eq!(peers.turn(Some(&y), t0).after, DELAY);
+        // Never more than three delays beyond its turn, however long node-2 is at work.
+        tokio::time::advance(Duration::from_secs(5)).await;
+        peers.handed_over(Some(&x));
+        assert_eq!(peers.turn(Some(&x), t0).after, DELAY * 4);
+        // The owner itself never waits.
+        let mine = uid_where(&live, "node-1", 0, "node-1");
+        assert_eq!(peers.turn(Some(&mine), t0), Turn::NOW);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn further_down_what_was_cleared_says_nothing_of_the_owner() {
+        let (peers, live) = setup("node-3");
+        let t0 = Instant::now();
+        // node-3 ranked third: it cannot tell whether the owner or the next cleared it.
+        let third = (0..)
+            .map(|i| format!("uid-{i}"))
+            .find(|u| rank(u, "node-3", &live) == 2 && rank(u, "node-1", &live) == 0)
+            .unwrap();
+        tokio::time::advance(Duration::from_millis(300)).await;
+        peers.handed_over(Some(&third));
+        let x = uid_where(&live, "node-3", 1, "node-1");
+        assert_eq!(
+            peers.turn(Some(&x), t0).after,
+            DELAY,
+            "node-1 not seen at work"
+        );
+        // Seen at work as the owner of an object node-3 is next for, it defers node-3
+        // ranked third too (those before it are at work).
+        peers.handed_over(Some(&x));
+        assert_eq!(
+            peers.turn(Some(&third), t0).after,
+            DELAY * 2 + Duration::from_millis(300)
+        );
+    }
+
+    #[test]
+    fn not_sharing_or_not_listed_means_at_once() {
+        let peers = Peers::new("node-1".into(), DELAY);
+        assert_eq!(
+            peers.turn(Some("u"), Instant::now()),
+            Turn::NOW,
+            "nothing listed yet"
+        );
+        peers.set(Some(vec!["node-2".into()]));
+        assert_eq!(
+            peers.turn(Some("u"), Instant::now()),
+            Turn::NOW,
+            "not among the listed"
+        );
+        assert_eq!(Peers::alone().turn(Some("u"), Instant::now()), Turn::NOW);
     }
 }

@@ -1,12 +1,17 @@
-//! Who clears an object first, and who is alive: pure rules, no I/O.
+//! Who clears an object first, when the others step in, and who is alive: pure rules, no
+//! I/O.
 //!
 //! Every instance ranks the live instances for an object the same way (rendezvous hashing:
 //! each instance's score is a hash of the object's uid and the instance's name, highest
 //! first), so without a word between them they agree on one owner per object, which
 //! patches at once; the next in rank waits one delay, the next two, and each looks again
 //! before it patches: when the owner is gone, the object waits one delay, not a lease's
-//! expiry. Liveness is what each instance saw change: a Lease whose renewal this instance
-//! has not seen change for its duration is gone, whatever the clocks of other nodes say.
+//! expiry. A waiting instance that sees one of those ranked before it at work (an object
+//! that one owns cleared while this one waited next in rank) counts its delay from then
+//! instead: a control plane under load makes an owner slower than the delay, not gone
+//! (`turn`). Liveness is what each
+//! instance saw change: a Lease whose renewal this instance has not seen change for its
+//! duration is gone, whatever the clocks of other nodes say.
 
 use std::{collections::HashMap, time::Duration};
 
@@ -39,6 +44,33 @@ pub fn rank(uid: &str, me: &str, live: &[String]) -> usize {
         .filter(|name| name.as_str() != me)
         .filter(|name| score(name) > mine)
         .count()
+}
+
+/// The instances ranked before `me` for the object `uid` among `live`, the owner first.
+pub fn above<'a>(uid: &str, me: &str, live: &'a [String]) -> Vec<&'a str> {
+    let score = |name: &str| (hash(&[uid.as_bytes(), name.as_bytes()]), name.to_string());
+    let mine = score(me);
+    let mut above: Vec<(_, &str)> = live
+        .iter()
+        .filter(|name| name.as_str() != me)
+        .map(|name| (score(name), name.as_str()))
+        .filter(|(s, _)| *s > mine)
+        .collect();
+    above.sort_by(|a, b| b.0.cmp(&a.0));
+    above.into_iter().map(|(_, name)| name).collect()
+}
+
+/// The most the instances ranked before one at work defer it, in delays beyond its turn.
+pub const AT_WORK: u32 = 3;
+
+/// How long after first seeing an object (`first`) the instance of rank `rank` (from 1)
+/// patches it: `rank` delays after the later of that sight and the last time it saw one
+/// of the instances ranked before it at work (`seen`), never more than `AT_WORK` delays
+/// beyond its own turn.
+pub fn turn(rank: u32, delay: Duration, first: Instant, seen: Option<Instant>) -> Duration {
+    let own = delay * rank;
+    let from = seen.map_or(Duration::ZERO, |at| at.saturating_duration_since(first));
+    (from + own).min(own + delay * AT_WORK)
 }
 
 /// One Lease as listed: its holder's name, its renewal as the server wrote it and how
@@ -132,6 +164,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn above_an_instance_are_those_ranked_before_it_in_order() {
+        let live = names(3);
+        for i in 0..100 {
+            let uid = format!("uid-{i}");
+            let mut order: Vec<&str> = live.iter().map(String::as_str).collect();
+            order.sort_by_key(|me| rank(&uid, me, &live));
+            for (r, me) in order.iter().enumerate() {
+                assert_eq!(above(&uid, me, &live), order[..r], "{uid}");
+            }
+        }
+        assert!(above("u", "node-1", &[]).is_empty());
+    }
+
+    #[test]
+    fn those_before_seen_at_work_defer_the_others_within_a_bound() {
+        let (d, t0) = (Duration::from_millis(500), Instant::now());
+        let ms = Duration::from_millis;
+        // Nothing seen of the owner, or only before the object: one delay a rank.
+        assert_eq!(turn(1, d, t0, None), ms(500));
+        assert_eq!(turn(2, d, t0, None), ms(1000));
+        assert_eq!(turn(1, d, t0 + ms(300), Some(t0)), ms(500));
+        // Seen at work 300 ms after: the delay counts from then.
+        assert_eq!(turn(1, d, t0, Some(t0 + ms(300))), ms(800));
+        assert_eq!(turn(2, d, t0, Some(t0 + ms(300))), ms(1300));
+        // Never more than three delays beyond the instance's own turn.
+        assert_eq!(turn(1, d, t0, Some(t0 + ms(9000))), ms(2000));
+        assert_eq!(turn(2, d, t0, Some(t0 + ms(9000))), ms(2500));
     }
 
     #[test]

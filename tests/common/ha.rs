@@ -39,6 +39,22 @@ pub struct Figures {
     pub p50: Duration,
     pub p99: Duration,
     pub max: Duration,
+    /// Each PATCH after a pod's first (`Extra`): what answered it and when, for a failure
+    /// to say why there were more than one.
+    pub extra: Vec<Extra>,
+}
+
+/// A PATCH of a pod that was not its first: its answer, and its time from the pod's create
+/// and from its first PATCH (answered), in ms, as the server stamped them, and the server (from
+/// 1: instance `server - 1`'s).
+#[derive(Debug)]
+pub struct Extra {
+    pub code: i64,
+    pub after_create_ms: i64,
+    pub after_first_ms: i64,
+    pub server: u64,
+    /// The server of the pod's first PATCH.
+    pub first_server: u64,
 }
 
 impl Figures {
@@ -84,6 +100,22 @@ impl Ha {
             })
             .await;
         }
+    }
+
+    /// The lines each running instance logged at WARN or ERROR, and its peers lines: what a
+    /// failing figure is printed with.
+    pub fn problems(&self) -> Vec<String> {
+        self.instances
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| Some((i, m.as_ref()?)))
+            .flat_map(|(i, (m, _))| {
+                m.log()
+                    .into_iter()
+                    .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("sharing"))
+                    .map(move |l| format!("instance {i}: {l}"))
+            })
+            .collect()
     }
 
     /// Kills instance `i` (SIGKILL: no Lease deleted, as a crash or a node gone).
@@ -144,8 +176,13 @@ impl Ha {
                     self.cp.audit_of(i, "kubernetes-admin"),
                     self.cp.audit_of(i, "metainit"),
                 ]
+                .into_iter()
+                .flatten()
+                .map(move |mut e| {
+                    e["server"] = i.into();
+                    e
+                })
             })
-            .flatten()
             .filter(|e| e["stage"] == "ResponseComplete")
             .filter(|e| {
                 e["objectRef"]["resource"] == "pods" && e["objectRef"]["subresource"].is_null()
@@ -186,7 +223,9 @@ impl Ha {
             created.len(),
             "a pod without its clearing PATCH"
         );
+        let extra = extras(&patches, &created);
         Figures {
+            extra,
             pods: created.len(),
             patches: patches.len(),
             p50: q(0.50),
@@ -211,6 +250,30 @@ impl Ha {
             })
             .sum()
     }
+}
+
+/// The PATCHes after each pod's first, by the server's stamps.
+fn extras(patches: &[&Value], created: &std::collections::HashMap<&str, f64>) -> Vec<Extra> {
+    let mut by_pod: std::collections::HashMap<&str, Vec<&Value>> = Default::default();
+    for e in patches {
+        if let Some(name) = e["objectRef"]["name"].as_str() {
+            by_pod.entry(name).or_default().push(e);
+        }
+    }
+    let ms = |s: f64| (s * 1000.0).round() as i64;
+    let mut extra = Vec::new();
+    for (name, mut all) in by_pod {
+        all.sort_by(|a, b| stamp(a).total_cmp(&stamp(b)));
+        let (first, created) = (stamp(all[0]), created.get(name).copied().unwrap_or(0.0));
+        extra.extend(all[1..].iter().map(|e| Extra {
+            code: e["responseStatus"]["code"].as_i64().unwrap_or(0),
+            after_create_ms: ms(stamp(e) - created),
+            after_first_ms: ms(stamp(e) - first),
+            server: e["server"].as_u64().unwrap_or(0),
+            first_server: all[0]["server"].as_u64().unwrap_or(0),
+        }));
+    }
+    extra
 }
 
 /// An audit entry's stageTimestamp, in seconds since the epoch.
