@@ -9,6 +9,10 @@
 //!
 //!     cargo bench --bench peers                          # 1,000 pods a setting
 //!     METAINIT_BENCH_QUICK=1 cargo bench --bench peers   # 200
+//!     METAINIT_BENCH_BUSY=2 cargo bench --bench peers    # beside 2 threads that only spin
+//!
+//! The busy threads take cores from the API servers and the instances, as a control plane
+//! under load would: owners slower than `--peer-delay`, watches late.
 //!
 //! Settings: one instance; three; three with one killed (SIGKILL, its Lease left to expire)
 //! just before the pods; three with one killed and another one's API server stopped.
@@ -86,6 +90,21 @@ fn main() {
     let quick = std::env::var("METAINIT_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0")
         || !std::env::args().any(|a| a == "--bench");
     let pods = if quick { 200 } else { 1000 };
+    let busy: usize = std::env::var("METAINIT_BENCH_BUSY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let spinning = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let spinners: Vec<_> = (0..busy)
+        .map(|_| {
+            let spinning = spinning.clone();
+            std::thread::spawn(move || {
+                while spinning.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -94,7 +113,12 @@ fn main() {
     let mut report = String::new();
     let _ = writeln!(
         report,
-        "## Instances sharing the work: three kube-apiservers on one etcd, {pods} pods a setting, {RATE} a second\n"
+        "## Instances sharing the work: three kube-apiservers on one etcd, {pods} pods a setting, {RATE} a second{}\n",
+        if busy > 0 {
+            format!(", beside {busy} busy threads")
+        } else {
+            String::new()
+        }
     );
     let _ = writeln!(
         report,
@@ -105,5 +129,7 @@ fn main() {
         let row = runtime.block_on(run(s, pods));
         let _ = writeln!(report, "{row}");
     }
+    spinning.store(false, std::sync::atomic::Ordering::Relaxed);
+    spinners.into_iter().for_each(|t| t.join().unwrap());
     println!("{report}");
 }

@@ -32,7 +32,6 @@ pub struct Ha {
 }
 
 /// What one round of pods cost, from the audit logs.
-#[derive(Debug)]
 pub struct Figures {
     pub pods: usize,
     pub patches: usize,
@@ -55,6 +54,24 @@ pub struct Extra {
     pub server: u64,
     /// The server of the pod's first PATCH.
     pub first_server: u64,
+}
+
+/// The figures, and the first 30 extra PATCHes (a line each).
+impl std::fmt::Debug for Figures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (p50, p99, max) = (self.p50, self.p99, self.max);
+        write!(
+            f,
+            "{} pods, {} PATCHes, p50 {p50:?}, p99 {p99:?}, max {max:?}, {} extra",
+            self.pods,
+            self.patches,
+            self.extra.len()
+        )?;
+        for e in self.extra.iter().take(30) {
+            write!(f, "\n  {e:?}")?;
+        }
+        Ok(())
+    }
 }
 
 impl Figures {
