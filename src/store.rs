@@ -337,6 +337,12 @@ impl Store {
         }
     }
 
+    /// The number of the list under way or last done: a relist counts it up. What a
+    /// relist shows is the server's word; what a watch shows may be older than a PATCH.
+    pub fn list_number(&self) -> u32 {
+        self.read().list
+    }
+
     /// The object's newest state, rebuilt.
     pub fn get(&self, key: &str) -> Option<Held> {
         self.read().objects.get(key).map(|o| o.held(key))

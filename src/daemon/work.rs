@@ -51,8 +51,9 @@ struct Track {
     waiting: bool,
     /// Ever left to the instances ranked before this one.
     backup: bool,
-    /// Cleared by this instance: what the watch shows of it until it shows that is old.
-    cleared: bool,
+    /// Cleared by this instance during the store's list with that number: what the watch
+    /// shows of it pending after that is older than the PATCH, until a relist.
+    cleared: Option<u32>,
 }
 
 fn track(uid: Option<&str>) -> Track {
@@ -63,7 +64,7 @@ fn track(uid: Option<&str>) -> Track {
         failures: 0,
         waiting: false,
         backup: false,
-        cleared: false,
+        cleared: None,
     }
 }
 
@@ -86,22 +87,23 @@ impl Tracks {
         self.lock().remove(key).map(|t| t.first_seen.elapsed())
     }
 
-    /// Done with an object this instance cleared: how long it was pending. It stays known
-    /// as cleared until the watch shows it so (`gone`), since the watch may show an older
-    /// state first (pending, as it was when an event came during the PATCH).
-    fn cleared(&self, key: &str) -> Option<Duration> {
+    /// Done with an object this instance cleared during the store's list `list`: how long
+    /// it was pending. It stays known as cleared until the watch shows it so (`gone`): the
+    /// watch may show an older state first (pending, from an event during the PATCH).
+    fn cleared(&self, key: &str, list: u32) -> Option<Duration> {
         let mut tracks = self.lock();
         let t = tracks.get_mut(key)?;
-        t.cleared = true;
+        t.cleared = Some(list);
         Some(t.first_seen.elapsed())
     }
 
-    /// Whether this instance cleared the object `uid` already (what shows it pending is
-    /// older than its PATCH: nothing can hold an object back again once cleared).
-    fn cleared_already(&self, key: &str, uid: Option<&str>) -> bool {
+    /// Whether this instance cleared the object `uid` already, during the store's list
+    /// `list`: then what shows it pending is older than the PATCH. After a relist it is
+    /// the server's word (an etcd restored from a backup holds it back again).
+    fn cleared_already(&self, key: &str, uid: Option<&str>, list: u32) -> bool {
         self.lock()
             .get(key)
-            .is_some_and(|t| t.cleared && uid.is_some() && t.uid.as_deref() == uid)
+            .is_some_and(|t| t.cleared == Some(list) && uid.is_some() && t.uid.as_deref() == uid)
     }
 
     /// Whether this instance ever left the object to the instances ranked before it.
@@ -199,7 +201,10 @@ async fn reconcile(obj: &Held, id: &Key, ctx: &Ctx) -> Result<Option<Duration>, 
         return release(obj, id, ctx, r).await;
     }
     let key: &str = id;
-    if ctx.tracks.cleared_already(key, obj.uid()) {
+    if ctx
+        .tracks
+        .cleared_already(key, obj.uid(), ctx.store.list_number())
+    {
         debug!(object = %key, "cleared already: the watch shows an older state");
         return Ok(None);
     }
@@ -219,7 +224,7 @@ async fn reconcile(obj: &Held, id: &Key, ctx: &Ctx) -> Result<Option<Duration>, 
     let done = ctx.clearer.attempt(obj, key, decision).await?;
     // Cleared: known so until the watch shows it. Left or gone: no longer tracked.
     if let Done::Cleared(_) = &done {
-        if let Some(pending) = ctx.tracks.cleared(key) {
+        if let Some(pending) = ctx.tracks.cleared(key, ctx.store.list_number()) {
             ctx.clearer
                 .metrics
                 .clear_latency
@@ -349,21 +354,23 @@ mod tests {
     }
 
     #[test]
-    fn an_object_cleared_here_is_not_patched_again_until_the_watch_shows_it() {
+    fn an_object_cleared_here_is_not_patched_again_until_the_watch_shows_it_or_a_relist() {
         let tracks = Tracks::default();
         tracks.pending("ns/a", Some("u1"));
-        assert!(!tracks.cleared_already("ns/a", Some("u1")));
-        assert!(tracks.cleared("ns/a").is_some());
+        assert!(!tracks.cleared_already("ns/a", Some("u1"), 1));
+        assert!(tracks.cleared("ns/a", 1).is_some());
         // An older state shown after the PATCH (pending, from an event during it).
-        assert!(tracks.cleared_already("ns/a", Some("u1")));
+        assert!(tracks.cleared_already("ns/a", Some("u1"), 1));
         assert!(
-            !tracks.cleared_already("ns/a", Some("u2")),
+            !tracks.cleared_already("ns/a", Some("u2"), 1),
             "another object under its name"
         );
-        assert!(!tracks.cleared_already("ns/a", None));
+        assert!(!tracks.cleared_already("ns/a", None, 1));
+        // A relist shows it pending: the server's word (an etcd restored), cleared again.
+        assert!(!tracks.cleared_already("ns/a", Some("u1"), 2));
         // The watch shows it cleared (dropped from the store): forgotten, not left to peers.
         assert_eq!(tracks.gone("ns/a"), None);
-        assert!(!tracks.cleared_already("ns/a", Some("u1")));
+        assert!(!tracks.cleared_already("ns/a", Some("u1"), 1));
         assert_eq!(tracks.len(), 0);
     }
 
