@@ -217,7 +217,12 @@ async fn reconcile(obj: &Held, id: &Key, ctx: &Ctx) -> Result<Option<Duration>, 
         }
         // Another instance's first (peers/): a timer, and a look again when it fires.
         let turn = |first| ctx.peers.turn(obj.uid(), first);
-        if let Some(left) = ctx.tracks.wait_turn(key, turn) {
+        if let Some(left) = ctx
+            .peers
+            .shares()
+            .then(|| ctx.tracks.wait_turn(key, turn))
+            .flatten()
+        {
             return Ok(Some(left));
         }
     }

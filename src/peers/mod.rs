@@ -3,8 +3,8 @@
 //! renewed every 2 s and lasting 10 s, and lists the others' at the same pace. For each
 //! object the instances agree on an owner without a word (rank.rs), which patches at
 //! once; the next in rank waits `--peer-delay`, the next twice that, each counting from
-//! the last time it saw the owner at work if that is later (a loaded control plane makes
-//! an owner slow, not gone), and each looks again before it patches: with every instance
+//! the last time it saw one of those ranked before it at work if that is later (a loaded
+//! control plane makes an owner slow, not gone), and each looks again before it patches: with every instance
 //! up, one PATCH an object; with its owner gone (its process, its API server, its node),
 //! one delay more, never a lease's expiry.
 //!

@@ -38,12 +38,7 @@ fn hash(parts: &[&[u8]]) -> u64 {
 /// Where `me` stands among `live` for the object `uid`: 0 is the owner. `me` counts as
 /// live whether listed or not.
 pub fn rank(uid: &str, me: &str, live: &[String]) -> usize {
-    let score = |name: &str| (hash(&[uid.as_bytes(), name.as_bytes()]), name.to_string());
-    let mine = score(me);
-    live.iter()
-        .filter(|name| name.as_str() != me)
-        .filter(|name| score(name) > mine)
-        .count()
+    above(uid, me, live).len()
 }
 
 /// The instances ranked before `me` for the object `uid` among `live`, the owner first.
