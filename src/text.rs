@@ -61,6 +61,19 @@ pub fn age_of(d: Duration) -> String {
     age(d.as_secs())
 }
 
+/// `512 B`, `64 KiB`, `4.0 MiB`: a size, as the logs write a cap.
+pub fn bytes(n: u64) -> String {
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    if n >= MIB {
+        format!("{:.1} MiB", n as f64 / MIB as f64)
+    } else if n >= KIB {
+        format!("{} KiB", n / KIB)
+    } else {
+        format!("{n} B")
+    }
+}
+
 /// `YYYY-MM-DDTHH:MM:SSZ`, as k8s-openapi writes a `Time` (whole seconds, UTC); empty after
 /// the year 9999.
 pub fn rfc3339_seconds(secs: u64) -> String {
@@ -112,6 +125,19 @@ pub fn rfc3339_micros(secs: u64, micros: u32) -> Option<[u8; 27]> {
 mod tests {
     use super::*;
     use k8s_openapi::jiff::Timestamp;
+
+    #[test]
+    fn sizes() {
+        for (n, want) in [
+            (0, "0 B"),
+            (1023, "1023 B"),
+            (65_536, "64 KiB"),
+            (4 << 20, "4.0 MiB"),
+            (3 << 19, "1.5 MiB"),
+        ] {
+            assert_eq!(bytes(n), want, "{n}");
+        }
+    }
 
     #[test]
     fn ages_like_kubectl() {

@@ -28,6 +28,7 @@ use tower::{BoxError, Layer, util::BoxCloneSyncService};
 pub use crate::failure::RequestTimeout;
 use crate::{Error, Result, failure::chain};
 
+pub mod cap;
 mod deadline;
 mod direct;
 mod guard;
@@ -42,6 +43,7 @@ use guard::GuardLayer;
 pub use guard::include_uninitialized;
 use limit::LimitLayer;
 pub use limit::{Kind as RequestKind, Limiter};
+pub use retry_after::status_of;
 
 pub const USER_AGENT_VALUE: &str = concat!("metainit/", env!("CARGO_PKG_VERSION"));
 
@@ -141,7 +143,8 @@ use timeouts;
 /// proxy: the same layers in the same order, base URI, auth, extra headers (the
 /// User-Agent), over hyper's pooled client with kube's connector timeouts. Not here: kube's
 /// `TraceLayer` (its spans are debug, its lines switched off in `logging.rs`) and gzip
-/// (not enabled in kube's features). For `http://`, the connector has no TLS at all: kube
+/// (not enabled in kube's features). Ours: every answer's size capped (`cap.rs`), a redirect
+/// refused, a 429's `Retry-After` carried into its Status. For `http://`, the connector has no TLS at all: kube
 /// builds a rustls configuration whatever the URL, and with no certificate-authority in
 /// the kubeconfig that means parsing the system's whole CA bundle, most of the instructions
 /// of a `--once` run (BENCHMARKS.md, "Start-up: exec to the first clearing PATCH").
@@ -161,7 +164,10 @@ where
         .layer(config.extra_headers_layer()?)
         .map_err(BoxError::from)
         .service(http)
-        .map_response(|res| res.map(|body| Box::new(body.map_err(BoxError::from)) as Box<DynBody>))
+        .map_response(|res| res.map(|body| Box::new(body.map_err(BoxError::from)) as Box<DynBody>));
+    // Every answer's size capped under everything that reads one (`cap.rs`).
+    let service = cap::CapLayer
+        .layer(service)
         .and_then(redirect::refuse)
         .and_then(retry_after::in_status);
     Ok(BoxCloneSyncService::new(service))

@@ -9,7 +9,7 @@ use tower::BoxError;
 
 /// The `Status` in an error's body, or, when the body is not one (a proxy's page, plain
 /// text), a `Status` with the text, as kube's `handle_api_errors` makes it.
-pub(super) fn status_of(code: http::StatusCode, body: &[u8]) -> kube::core::Status {
+pub fn status_of(code: http::StatusCode, body: &[u8]) -> kube::core::Status {
     let text = String::from_utf8_lossy(body);
     serde_json::from_str::<kube::core::Status>(&text).unwrap_or_else(|_| {
         kube::core::Status::failure(text.trim(), "Failed to parse error data")

@@ -23,6 +23,7 @@
 //!
 //! The watch of the objects to clear is `objects.rs`.
 
+mod lines;
 mod objects;
 mod stream;
 

@@ -7,9 +7,10 @@
 //! - a watch that ends within `SHORT` having delivered no object (bookmarks aside) is a
 //!   failure, `Short` (client-go's reflector calls it a "very short watch"); one that lasts
 //!   `SHORT` is `Running`, which is what proves a watch (an answered start alone does not);
-//! - an `ERROR` event or a line that is no event ends the watch (client-go's reflector
+//! - an `ERROR` event or a line that is no whole event ends the watch (client-go's reflector
 //!   stops there too): the next start waits out the failure, and meets the server as it is
-//!   then, not the bad lines a stream already held;
+//!   then, not the bad lines a stream already held. The lines are read by `lines.rs`, each
+//!   capped, a line cut short a failure, not a line dropped;
 //! - a continue token seen before in the same list, or a list longer than any sane cluster,
 //!   is a failure, `Pages` (`list::Pages`, the same bound as every other list);
 //! - a watch that ends after `SHORT` (its `timeoutSeconds`, most often) starts again at once,
@@ -220,12 +221,12 @@ where
     }
 
     async fn start(&mut self, version: String) -> Out<K> {
-        match self.api.watch(&self.watch, &version).await {
+        match super::lines::watch(&self.api, &self.watch, &version).await {
             Ok(stream) => {
                 self.state = State::Watching(Watching {
                     from_zero: version == "0",
                     version,
-                    stream: stream.boxed(),
+                    stream,
                     since: Instant::now(),
                     delivered: false,
                     bookmarks: 0,
