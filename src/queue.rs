@@ -43,6 +43,14 @@ impl<K> From<K> for Arrival<K> {
     }
 }
 
+/// The ceiling of the work on one key, whatever asks for it (news, a retry, a timer, a
+/// relist): `KEY_BURST` at once, then one every `1 / KEY_RATE` seconds, so at most 20 in
+/// any minute. A key over it waits for its next turn on a timer. Under the retries' backoff
+/// and the news rule as the client's limiter is under the requests: the bound holds by
+/// construction, not by a list of causes.
+pub const KEY_BURST: f64 = 5.0;
+pub const KEY_RATE: f64 = 0.25;
+
 pub struct Queue<K> {
     state: Mutex<State<K>>,
     /// Bounds retries across all keys, as client-go's default controller rate limiter
@@ -71,6 +79,11 @@ struct State<K> {
     timers: BTreeMap<(Instant, u64), K>,
     seq: u64,
     closed: bool,
+    /// The turns each key has left under its ceiling (`KEY_BURST`, `KEY_RATE`), as of when;
+    /// a key with all its turns is not kept.
+    turns: HashMap<K, (f64, Instant), RandomState>,
+    /// How many keys `turns` held after its last sweep.
+    turns_swept: usize,
 }
 
 impl<K: Hash + Eq + Clone> State<K> {
@@ -84,6 +97,37 @@ impl<K: Hash + Eq + Clone> State<K> {
     /// When the earliest timer is due.
     fn next_due(&self) -> Option<Instant> {
         self.timers.first_key_value().map(|((due, _), _)| *due)
+    }
+
+    /// Sets the key's timer to `due`, in place of the one it had; whether it is now the
+    /// earliest (the run loop's timer must be re-armed).
+    fn set_timer(&mut self, key: K, due: Instant) -> bool {
+        self.cancel(&key);
+        let earliest = self.next_due().is_none_or(|first| due < first);
+        self.seq += 1;
+        let at = (due, self.seq);
+        self.timers.insert(at, key.clone());
+        self.delayed.insert(key, at);
+        earliest
+    }
+
+    /// Takes one of the key's turns under its ceiling, or says when its next one comes.
+    fn turn(&mut self, key: &K, now: Instant) -> Result<(), Instant> {
+        let refilled = |(left, at): (f64, Instant)| {
+            let grown = now.saturating_duration_since(at).as_secs_f64() * KEY_RATE;
+            (left + grown).min(KEY_BURST)
+        };
+        let left = self.turns.get(key).copied().map_or(KEY_BURST, refilled);
+        if left < 1.0 {
+            return Err(now + Duration::from_secs_f64((1.0 - left) / KEY_RATE));
+        }
+        self.turns.insert(key.clone(), (left - 1.0, now));
+        // Keys whose turns are all back are as good as not kept: swept now and then.
+        if self.turns.len() > 2 * self.turns_swept + 1024 {
+            self.turns.retain(|_, t| refilled(*t) < KEY_BURST);
+            self.turns_swept = self.turns.len();
+        }
+        Ok(())
     }
 }
 
@@ -134,6 +178,8 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
                 timers: BTreeMap::new(),
                 seq: 0,
                 closed: false,
+                turns: HashMap::default(),
+                turns_swept: 0,
             }),
             wake: Notify::new(),
             rearm: Notify::new(),
@@ -161,9 +207,13 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         }
     }
 
-    /// Asks for work on `key` now, unless a retry or a timer waits for it already.
+    /// Asks for work on `key` now, unless a retry or a timer waits for it already, or it
+    /// is being worked on: what arrives is no news (the work under way has the same state
+    /// to go on, and its failure sets the retry).
     pub fn add_unless_waiting(&self, key: K) {
-        if !self.lock().delayed.contains_key(&key) {
+        let s = self.lock();
+        if !s.delayed.contains_key(&key) && !s.processing.contains(&key) {
+            drop(s);
             self.add(key);
         }
     }
@@ -221,12 +271,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
     }
 
     fn schedule(&self, mut s: MutexGuard<'_, State<K>>, key: K, due: Instant) {
-        s.cancel(&key);
-        let earliest = s.next_due().is_none_or(|first| due < first);
-        s.seq += 1;
-        let at = (due, s.seq);
-        s.timers.insert(at, key.clone());
-        s.delayed.insert(key, at);
+        let earliest = s.set_timer(key, due);
         drop(s);
         if earliest {
             self.rearm.notify_one();
@@ -254,13 +299,34 @@ impl<K: Hash + Eq + Clone + Send + 'static> Queue<K> {
         next
     }
 
-    /// The next ready key, now being worked on.
+    /// The next ready key, now being worked on; a key over its ceiling (`KEY_BURST`) is
+    /// put on a timer for its next turn instead.
     fn take(&self) -> Option<K> {
         let mut s = self.lock();
-        let key = s.ready.pop_front()?;
-        s.dirty.remove(&key);
-        s.processing.insert(key.clone());
-        Some(key)
+        let now = Instant::now();
+        let mut rearm = false;
+        let taken = loop {
+            let Some(key) = s.ready.pop_front() else {
+                break None;
+            };
+            s.dirty.remove(&key);
+            match s.turn(&key, now) {
+                Ok(()) => {
+                    s.processing.insert(key.clone());
+                    break Some(key);
+                }
+                Err(due) => {
+                    if s.delayed.get(&key).is_none_or(|d| d.0 < due) {
+                        rearm |= s.set_timer(key, due);
+                    }
+                }
+            }
+        };
+        drop(s);
+        if rearm {
+            self.rearm.notify_one();
+        }
+        taken
     }
 
     /// Waits for the next ready key; `None` once the queue is closed.
@@ -710,6 +776,66 @@ mod tests {
             Duration::from_secs_f64(1.0 / 3.0).max(Duration::from_millis(100)),
             "the second token is a third of a second away"
         );
+    }
+
+    /// News 20 times a second for a minute, each cutting the key's retry, and work that
+    /// fails at once each time: at most 20 attempts in the minute (the ceiling), where the
+    /// news alone made one every 50 ms. Another key is not held back by it.
+    #[tokio::test(start_paused = true)]
+    async fn no_key_is_worked_on_more_than_its_ceiling_whatever_asks() {
+        let queue: Arc<Queue<u32>> = Queue::new(4);
+        let worked = Arc::new(Mutex::new(Vec::new()));
+        let (w, q) = (Arc::clone(&worked), Arc::clone(&queue));
+        let work = move |key: u32| {
+            w.lock().unwrap().push((key, Instant::now()));
+            q.add_after(key, Duration::from_millis(100));
+            async {}
+        };
+        let (tx, rx) = futures::channel::mpsc::unbounded::<Arrival<u32>>();
+        let stop = Arc::new(Notify::new());
+        let s = Arc::clone(&stop);
+        let task =
+            tokio::spawn(Arc::clone(&queue).run(rx, 4, work, async move { s.notified().await }));
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(60) {
+            tx.unbounded_send(Arrival::News(1)).unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tx.unbounded_send(Arrival::News(2)).unwrap();
+        until("2 worked on", || {
+            worked.lock().unwrap().iter().any(|(k, _)| *k == 2)
+        })
+        .await;
+        let times: Vec<Instant> = worked
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| *k == 1)
+            .map(|(_, t)| *t)
+            .collect();
+        let most = (0..times.len())
+            .map(|i| {
+                times[i..]
+                    .iter()
+                    .take_while(|t| **t < times[i] + Duration::from_secs(60))
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
+        assert!((15..=20).contains(&most), "{most} attempts in a minute");
+        let two = worked
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(k, _)| *k == 2)
+            .unwrap()
+            .1;
+        assert!(
+            two.duration_since(start) < Duration::from_millis(60_100),
+            "2 at once"
+        );
+        stop.notify_one();
+        task.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]

@@ -89,8 +89,9 @@ struct Feed {
 
 impl Watch {
     /// The keys of objects that need work; `store` is kept up to date first. The stream
-    /// never ends and never yields an error: failures are handled here. A relist's object
-    /// at the version already stored is `Unchanged`: a retry waiting for it stands.
+    /// never ends and never yields an error: failures are handled here. An object whose work
+    /// depends on nothing new (a repeated event, a relist of it as it was) is `Unchanged`: a
+    /// retry waiting for it stands.
     pub fn stream(self, store: Arc<Store>) -> impl Stream<Item = Arrival<Key>> + Send + 'static {
         let index = self
             .health
@@ -141,10 +142,6 @@ impl Feed {
     /// Stores the event's object; in `out`, its key if it needs work, and the keys of the
     /// objects the store dropped (so that no timer waits for them).
     fn apply(&mut self, event: &watcher::Event<Held>, out: &mut VecDeque<Arrival<Key>>) {
-        let before = match event {
-            watcher::Event::InitApply(o) => self.store.version(&o.key()),
-            _ => None,
-        };
         let mut gone = Vec::new();
         let key = self.store.apply(event, &self.keep, &mut gone);
         match event {
@@ -160,19 +157,19 @@ impl Feed {
             },
             watcher::Event::Apply(_) | watcher::Event::Delete(_) => {}
         }
+        // A listed or watched object is news only if what its work depends on changed
+        // (`Store::apply`): a repeated event, or a relist of it as it was, leaves a waiting
+        // retry alone.
         let arrival = match event {
-            watcher::Event::InitApply(o) if (self.wanted)(o) => {
-                let now = o.metadata.meta.resource_version.as_deref();
-                let unchanged = before.is_some() && before == now.and_then(|v| v.parse().ok());
-                key.map(|k| {
-                    if unchanged {
-                        Arrival::Unchanged(k)
-                    } else {
+            watcher::Event::InitApply(o) | watcher::Event::Apply(o) if (self.wanted)(o) => {
+                key.map(|(k, news)| {
+                    if news {
                         Arrival::News(k)
+                    } else {
+                        Arrival::Unchanged(k)
                     }
                 })
             }
-            watcher::Event::Apply(o) if (self.wanted)(o) => key.map(Arrival::News),
             _ => None,
         };
         out.extend(arrival);
