@@ -47,6 +47,20 @@ pub enum PageLoop {
     TooLong,
 }
 
+/// The page size to ask for again after a page whose answer was over its cap
+/// (`client::cap::PAGE`): half as many objects, so that a cluster of large objects is still
+/// listed; `None` if `e` is no such answer, or the page was one object already.
+pub fn smaller(e: &(dyn std::error::Error + 'static), limit: Option<u32>) -> Option<u32> {
+    let cap = crate::client::cap::too_large(e)?;
+    let limit = limit.unwrap_or(PAGE);
+    (limit > 1).then(|| {
+        let half = limit / 2;
+        warn!(objects = limit, cap = %crate::text::bytes(cap.limit as u64), asking_for = half,
+              "a page of the list was over its cap: asking for smaller pages");
+        half
+    })
+}
+
 /// The continue tokens of one list, from its first page.
 #[derive(Debug, Default)]
 pub struct Pages {
@@ -127,6 +141,10 @@ where
         .await
         {
             Ok(page) => page,
+            Err(e) if let Some(half) = smaller(&e, params.limit) => {
+                params.limit = Some(half);
+                continue;
+            }
             Err(Error::Kube(kube::Error::Api(s))) if s.code == 410 && restarts < RESTARTS => {
                 restarts += 1;
                 info!("list continue token expired; listing again");
@@ -161,6 +179,34 @@ mod tests {
 
     fn token(t: &str) -> Option<String> {
         Some(t.to_string())
+    }
+
+    #[test]
+    fn a_page_over_its_cap_is_asked_for_again_in_halves_down_to_one() {
+        let cap = crate::client::cap::TooLarge {
+            limit: crate::client::cap::PAGE,
+            what: "one page of a list",
+        };
+        let over = kube::Error::Service(Box::new(cap));
+        assert_eq!(smaller(&over, Some(500)), Some(250));
+        assert_eq!(smaller(&over, None), Some(250), "the default page");
+        assert_eq!(smaller(&over, Some(3)), Some(1));
+        assert_eq!(
+            smaller(&over, Some(1)),
+            None,
+            "one object over the cap: the failure"
+        );
+        let wrapped = Error::Kube(over);
+        assert_eq!(smaller(&wrapped, Some(8)), Some(4), "in an error's chain");
+        assert!(
+            !crate::client::is_transient(match &wrapped {
+                Error::Kube(e) => e,
+                _ => unreachable!(),
+            }),
+            "not retried as it was"
+        );
+        let other = kube::Error::Service("reset".into());
+        assert_eq!(smaller(&other, Some(500)), None);
     }
 
     #[test]

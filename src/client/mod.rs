@@ -189,6 +189,10 @@ fn tls_error(url: &str, e: kube::Error) -> Error {
 /// Whether a start-up error may go away by itself (server starting, restarting,
 /// overloaded, or not answering in time).
 pub fn is_transient(e: &kube::Error) -> bool {
+    // An answer over its cap comes back as long: a smaller page, or nothing, helps.
+    if cap::too_large(e).is_some() {
+        return false;
+    }
     match e {
         kube::Error::Api(s) => matches!(s.code, 429 | 500 | 502 | 503 | 504),
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {

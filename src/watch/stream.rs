@@ -166,6 +166,7 @@ where
     }
 
     fn begin(&mut self) -> Out<K> {
+        self.list.limit = Some(PAGE);
         self.state = State::Paging {
             pages: Pages::default(),
             token: None,
@@ -198,9 +199,20 @@ where
             return Some(Ok(Step::Event(watcher::Event::InitDone)));
         }
         let mut params = self.list.clone();
-        params.continue_token = token;
+        params.continue_token = token.clone();
         let list = match self.api.list(&params).await {
             Ok(list) => list,
+            // Over its cap: the same page again, in smaller pages until the list's end.
+            Err(e) if let Some(half) = crate::list::smaller(&e, self.list.limit) => {
+                self.list.limit = Some(half);
+                self.state = State::Paging {
+                    pages,
+                    token,
+                    objects,
+                    version,
+                };
+                return None;
+            }
             Err(e) => return Some(Err(Failure::List(e))),
         };
         let version = list.metadata.resource_version.filter(|v| !v.is_empty());
