@@ -9,7 +9,7 @@ use kube::Client;
 use tracing::{Level, debug, info};
 
 use crate::{
-    blocker::{Decision, Leave, Mode, Patch},
+    blocker::{Decision, Leave, Mode, Patch, kept::Answer},
     discovery::Target,
     events,
     failure::{Failure, Policy, describe, status_fields},
@@ -72,8 +72,9 @@ impl Clearer {
         }
         debug!(object = %key, names = %names.join(","), "patching");
         match self.send(obj, &patch).await? {
-            false => Ok(Done::Gone),
-            true => {
+            None => Ok(Done::Gone),
+            Some(answer) => {
+                self.shows(&answer, &names)?;
                 // Counted before it is said: whoever reads the line finds it in the metrics.
                 self.metrics.cleared(self.mode.as_str(), &self.target.name);
                 info!(kind = %kind, object = %key, names = %names.join(","), "cleared");
@@ -95,9 +96,11 @@ impl Clearer {
     /// Releases the `due` gates of a pod with `patch` (see `release::patch`).
     pub async fn release(&self, obj: &Held, due: &[Due], patch: &Patch) -> Result<Done, Failure> {
         debug!(object = %obj.key(), "releasing");
-        if !self.send(obj, patch).await? {
+        let Some(answer) = self.send(obj, patch).await? else {
             return Ok(Done::Gone);
-        }
+        };
+        let gates: Vec<String> = due.iter().map(|d| d.gate.clone()).collect();
+        self.shows(&answer, &gates)?;
         for d in due {
             self.metrics.released(&d.gate);
             info!(object = %obj.key(), gate = %d.gate, age = %crate::text::age_of(d.age),
@@ -107,21 +110,30 @@ impl Clearer {
             events::released_event(&self.target.resource, obj, due, &self.node),
             obj.key(),
         );
-        Ok(Done::Released(due.iter().map(|d| d.gate.clone()).collect()))
+        Ok(Done::Released(gates))
     }
 
-    /// Sends a patch: `true` once accepted, `false` if the object is gone (404), or the
-    /// failure to retry.
-    async fn send(&self, obj: &Held, patch: &Patch) -> Result<bool, Failure> {
+    /// Sends a patch: the answer (the object as stored) once accepted, `None` if the object
+    /// is gone (404), or the failure to retry.
+    async fn send(&self, obj: &Held, patch: &Patch) -> Result<Option<bytes::Bytes>, Failure> {
         let ns = obj.namespace().filter(|_| self.target.namespaced);
         let url = Held::url(&self.target.resource, ns, obj.name());
         let request = patch_request(url, patch.as_str().as_bytes().to_vec())?;
-        // The answer (the whole object) is read, never parsed: nothing in it is needed.
-        let accepted = outcome(self.direct.send(request).await)?;
-        if !accepted {
+        let answer = outcome(self.direct.send(request).await)?;
+        if answer.is_none() {
             debug!(object = %obj.key(), "deleted before it was patched");
         }
-        Ok(accepted)
+        Ok(answer)
+    }
+
+    /// Whether the answer to a PATCH that removed `names` shows them gone: a success whose
+    /// object still holds one is a failure (`blocker::kept`), retried on the backoff.
+    fn shows(&self, answer: &[u8], names: &[String]) -> Result<(), Failure> {
+        match crate::blocker::kept::check(self.mode, answer, names) {
+            Ok(()) => Ok(()),
+            Err(Answer::Kept(kept)) => Err(Failure::kept(kept)),
+            Err(Answer::NotAnObject(e)) => Err(Failure::from(kube::Error::SerdeError(e))),
+        }
     }
 
     fn log_left(&self, obj: &Held, leave: &Leave) {
@@ -152,6 +164,14 @@ impl Clearer {
         };
         let hint = policy.hint;
         let kind = &self.target.resource.kind;
+        // Kept: told on the object too, at the 1st, 2nd, 4th, 8th... failure in a row (the
+        // log says each).
+        if let Some(kept) = failure.as_kept()
+            && failures.is_power_of_two()
+        {
+            let event = events::kept_event(&self.target.resource, kept, &self.node);
+            self.events.send(event, key.to_owned());
+        }
         macro_rules! line {
             ($lvl:ident, $wait:expr) => {
                 tracing::$lvl!(kind = %kind, object = %key, %error, status.code = code, status.reason = reason.map(tracing::field::display), failures, retry_in = ?$wait, hint, "cannot clear yet; retrying")
@@ -179,17 +199,18 @@ pub fn patch_request(url: String, body: Vec<u8>) -> Result<http::Request<Vec<u8>
         .map_err(|e| Failure::from(kube::Error::HttpError(e)))
 }
 
-/// What became of a request that changes an object: `true` accepted, `false` the object
-/// is gone (nothing is left to change), or the failure to retry, as the failure table says.
-pub fn outcome<T>(answer: Result<T, kube::Error>) -> Result<bool, Failure> {
+/// What became of a request that changes an object: its answer once accepted, `None` if
+/// the object is gone (nothing is left to change), or the failure to retry, as the failure
+/// table says.
+pub fn outcome<T>(answer: Result<T, kube::Error>) -> Result<Option<T>, Failure> {
     match answer {
-        Ok(_) => Ok(true),
+        Ok(answer) => Ok(Some(answer)),
         Err(e) => {
             let failure = Failure::from(e);
             if failure.class.policy().retry {
                 Err(failure)
             } else {
-                Ok(false)
+                Ok(None)
             }
         }
     }
@@ -238,8 +259,8 @@ mod tests {
 
     #[test]
     fn an_answer_is_accepted_gone_or_a_failure_to_retry() {
-        assert!(matches!(outcome(Ok(())), Ok(true)));
-        assert!(matches!(outcome(answer(404)), Ok(false)));
+        assert!(matches!(outcome(Ok(())), Ok(Some(()))));
+        assert!(matches!(outcome(answer(404)), Ok(None)));
         for (code, class) in [
             (409, Class::Race),
             (403, Class::Forbidden),
@@ -247,7 +268,7 @@ mod tests {
         ] {
             match outcome(answer(code)) {
                 Err(f) => assert_eq!(f.class, class, "{code}"),
-                Ok(accepted) => panic!("{code}: Ok({accepted})"),
+                Ok(accepted) => panic!("{code}: Ok({accepted:?})"),
             }
         }
     }

@@ -29,6 +29,9 @@ pub enum Class {
     Timeout,
     /// No connection, or the connection broke.
     Unreachable,
+    /// The PATCH was answered with success, but the object it returned still holds what it
+    /// removed (`blocker::kept`): a webhook or policy puts it back. Never from `classify`.
+    Kept,
     /// `--once`'s `--timeout` ended with the attempt in flight, or before it started: never
     /// an answer of the server (`classify` does not give it), and never tried again.
     Spent,
@@ -49,7 +52,7 @@ pub const RBAC_HINT: &str = "grant get, list, watch and patch (and initialize on
 
 impl Class {
     /// Every class, for the metric's label values.
-    pub const ALL: [Class; 10] = [
+    pub const ALL: [Class; 11] = [
         Class::Race,
         Class::Gone,
         Class::Rejected,
@@ -59,6 +62,7 @@ impl Class {
         Class::ServerError,
         Class::Timeout,
         Class::Unreachable,
+        Class::Kept,
         Class::Spent,
     ];
 
@@ -89,6 +93,15 @@ impl Class {
                 Some("no answer within --request-timeout"),
             ),
             Class::Unreachable => (true, Some("unreachable"), Level::DEBUG, None),
+            Class::Kept => (
+                true,
+                Some("kept"),
+                Level::WARN,
+                Some(
+                    "a mutating admission webhook or policy puts back what metainit removes: \
+                     exempt metainit's user from it, or fix it",
+                ),
+            ),
             // No answer in time, as `Timeout`, but it is the whole run's time that ran out.
             Class::Spent => (
                 false,
@@ -169,6 +182,24 @@ impl Failure {
     }
 }
 
+impl Failure {
+    /// A success whose object still holds what the PATCH removed.
+    pub fn kept(kept: Box<crate::blocker::Kept>) -> Failure {
+        Failure {
+            class: Class::Kept,
+            error: kube::Error::Service(kept),
+        }
+    }
+
+    /// What a `kept` failure kept.
+    pub fn as_kept(&self) -> Option<&crate::blocker::Kept> {
+        match (&self.class, &self.error) {
+            (Class::Kept, kube::Error::Service(e)) => e.downcast_ref(),
+            _ => None,
+        }
+    }
+}
+
 impl From<kube::Error> for Failure {
     fn from(error: kube::Error) -> Self {
         Failure {
@@ -231,6 +262,8 @@ pub fn describe(e: &kube::Error) -> String {
             };
             format!("{} {reason}: {}", s.code, s.message)
         }
+        // Said as it is: no answer of the server failed.
+        kube::Error::Service(kept) if kept.is::<crate::blocker::Kept>() => kept.to_string(),
         other => chain(other),
     }
 }

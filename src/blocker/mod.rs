@@ -5,8 +5,10 @@
 mod decision;
 pub mod gates;
 pub mod initializers;
+pub mod kept;
 
 pub use decision::{Decision, Leave, Patch, names, push_json_string};
+pub use kept::Kept;
 
 use crate::object::Held;
 

@@ -1,10 +1,11 @@
 //! The direct request path: the per-object requests skip the tower `Buffer` that kube's
-//! `Client` puts in front of every request, and its reading of each answer into a `String`
-//! that nothing reads: fewer instructions per cleared object (BENCHMARKS.md, "CPU per
+//! `Client` puts in front of every request, and its copying of each answer into a `String`:
+//! fewer instructions per cleared object (BENCHMARKS.md, "CPU per
 //! object: user and system time, and the kernel's floor", change 1).
 
 use std::{sync::Arc, time::Duration};
 
+use bytes::Bytes;
 use http::Request;
 use kube::client::Body;
 
@@ -32,11 +33,12 @@ impl Direct {
         }
     }
 
-    /// Sends a request and reads its answer whole, keeping nothing of it: as
+    /// Sends a request and reads its answer whole (at most `cap::OBJECT`): as
     /// `Client::request_text` does, with the same errors (`Api` with the server's `Status`
     /// for a 4xx or 5xx, or one rebuilt from a body that is not one; `Service` for a
-    /// request that got no answer, or no whole answer, within `--request-timeout`).
-    pub async fn send(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
+    /// request that got no answer, or no whole answer, within `--request-timeout`). The
+    /// answer is the object as the server stored it: the caller weighs it.
+    pub async fn send(&self, request: Request<Vec<u8>>) -> std::result::Result<Bytes, kube::Error> {
         let admitted = self.limiter.admit(&request);
         admitted.wait().await;
         let res = self.timed(request).await;
@@ -46,7 +48,7 @@ impl Direct {
         res
     }
 
-    async fn timed(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
+    async fn timed(&self, request: Request<Vec<u8>>) -> std::result::Result<Bytes, kube::Error> {
         if self.timeout.is_zero() {
             return self.exchange(request).await;
         }
@@ -56,7 +58,7 @@ impl Direct {
         }
     }
 
-    async fn exchange(&self, request: Request<Vec<u8>>) -> std::result::Result<(), kube::Error> {
+    async fn exchange(&self, request: Request<Vec<u8>>) -> std::result::Result<Bytes, kube::Error> {
         use http_body_util::BodyExt;
         use tower::ServiceExt;
         let res = self
@@ -79,12 +81,12 @@ impl Direct {
         if code.is_client_error() || code.is_server_error() {
             return Err(api_error(code, &body));
         }
-        // Not decoded (nothing reads it), but an object it must be: a proxy's page answered
-        // 200 is no write, and was once taken for one (the pod left gated until a resync).
+        // An object it must be: a proxy's page answered 200 is no write, and was once taken
+        // for one (the pod left gated until a resync).
         if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             return Err(not_an_object(&body));
         }
-        Ok(())
+        Ok(body)
     }
 }
 

@@ -11,7 +11,11 @@ mod text;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
 
-use crate::{blocker::Mode, object::Held, release::Due};
+use crate::{
+    blocker::{Kept, Mode},
+    object::Held,
+    release::Due,
+};
 
 pub use node::{hostname, node_name, pick_node_name};
 pub use sink::{QUEUE_LIMIT, Sink};
@@ -32,6 +36,10 @@ pub enum Reason {
     WebhookSelfExempted,
     /// metainit removed its exemption.
     WebhookRestored,
+    /// A clearing PATCH was answered with success, but the object kept what it removed
+    /// (type Warning: something puts it back).
+    InitializersKept,
+    SchedulingGatesKept,
 }
 
 impl Reason {
@@ -43,6 +51,8 @@ impl Reason {
             Reason::SchedulingGateReleased => "SchedulingGateReleased",
             Reason::WebhookSelfExempted => "WebhookSelfExempted",
             Reason::WebhookRestored => "WebhookRestored",
+            Reason::InitializersKept => "InitializersKept",
+            Reason::SchedulingGatesKept => "SchedulingGatesKept",
         }
     }
 
@@ -53,6 +63,7 @@ impl Reason {
             Reason::SchedulingGateReleased => ("Release", "Normal"),
             Reason::WebhookSelfExempted => ("Exempt", "Warning"),
             Reason::WebhookRestored => ("Restore", "Normal"),
+            Reason::InitializersKept | Reason::SchedulingGatesKept => ("Clear", "Warning"),
         }
     }
 
@@ -85,6 +96,24 @@ pub fn cleared_event<'a>(
         message,
         node,
     )
+}
+
+/// Builds the Event for an object whose clearing PATCH the server answered with success
+/// while keeping what it removed.
+pub fn kept_event<'a>(resource: &'a ApiResource, kept: &'a Kept, node: &'a str) -> Event<'a> {
+    let (reason, what) = match kept.what {
+        "initializers" => (Reason::InitializersKept, "initializers"),
+        _ => (Reason::SchedulingGatesKept, "scheduling gates"),
+    };
+    let message = format!(
+        "metainit removed {what} {} and the server answered with success, but kept them (last \
+         written by {}): a mutating admission webhook or policy puts them back on update",
+        kept.names.join(", "),
+        kept.manager
+            .as_deref()
+            .unwrap_or("an unknown field manager")
+    );
+    event(resource, &kept.object.metadata.meta, reason, message, node)
 }
 
 /// Builds the Event for a pod whose orphaned `gates` were released.

@@ -56,7 +56,7 @@ impl Prepared {
 /// Writes the Event. The caller logs and counts a failure; it never fails a clearing.
 /// The server's copy of the Event in the answer is not decoded: nothing reads it.
 async fn publish(direct: &Direct, event: &Prepared) -> Result<(), kube::Error> {
-    direct.send(event.request()?).await
+    direct.send(event.request()?).await.map(drop)
 }
 
 /// At most this many Events wait to be written; more are dropped, and counted.

@@ -1,6 +1,7 @@
 //! `metainit status`: every object held back right now, labelled or not, with how long
 //! and by what. Read-only: it only LISTs (and reads discovery documents).
 
+mod kept;
 mod risks;
 mod table;
 
@@ -49,6 +50,10 @@ pub struct Row {
     /// 12m", "GATE=AGE now"); `None` if no rule will.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
+    /// A running metainit's PATCH was answered with success but the server kept what it
+    /// removed (its Event, `kept.rs`): the field manager that last wrote the field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_by: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -163,6 +168,14 @@ async fn report(args: &StatusArgs) -> Result<Report> {
             }
         }
     }
+    kept::mark(
+        &client,
+        common.namespace.as_deref(),
+        mode,
+        &mut items,
+        timeout,
+    )
+    .await;
     Ok(Report::new(
         mode.to_string(),
         label_key,
@@ -290,6 +303,7 @@ fn row(
         labelled: obj.has_label(label_key),
         owner,
         release: None,
+        kept_by: None,
     }
 }
 

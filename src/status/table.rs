@@ -99,6 +99,10 @@ fn objects_table(report: &Report) -> String {
     if with_release {
         header.push("RELEASE".into());
     }
+    let with_kept = report.items.iter().any(|r| r.kept_by.is_some());
+    if with_kept {
+        header.push("KEPT BY".into());
+    }
     let mut rows = vec![header];
     for r in &report.items {
         let mut row = vec![
@@ -114,6 +118,9 @@ fn objects_table(report: &Report) -> String {
         ];
         if with_release {
             row.push(r.release.clone().unwrap_or_else(|| "-".into()));
+        }
+        if with_kept {
+            row.push(r.kept_by.clone().unwrap_or_else(|| "-".into()));
         }
         rows.push(row);
     }
@@ -185,6 +192,7 @@ mod tests {
                     labelled: true,
                     owner: Some("ReplicaSet/kueue-controller-manager".into()),
                     release: None,
+                    kept_by: None,
                 },
                 Row {
                     kind: "Pod".into(),
@@ -195,6 +203,7 @@ mod tests {
                     labelled: false,
                     owner: None,
                     release: None,
+                    kept_by: None,
                 },
             ],
             by_name: BTreeMap::from([
@@ -207,6 +216,7 @@ mod tests {
         let t = table(&report);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 4, "{t}");
+
         let col = |l: &str, word: &str| l.find(word).unwrap();
         assert_eq!(col(lines[0], "AGE"), col(lines[1], "11m"));
         assert_eq!(col(lines[0], "OWNER"), col(lines[2], "<none>"));
@@ -215,5 +225,16 @@ mod tests {
             "2 held back (1 labelled k8s.opsani.io/initializer): 1 by example.com/b, 2 by kueue.x-k8s.io/admission; \
              oldest Pod kueue-system/kueue-controller-manager-7d9f (11m)"
         );
+        assert!(!lines[0].contains("KEPT BY"), "no column when none is kept");
+        // A pod whose gates the server kept: the field manager that puts them back.
+        let mut kept = report;
+        kept.items[1].kept_by = Some("kubectl-create (Update)".into());
+        let k = table(&kept);
+        let klines: Vec<&str> = k.lines().collect();
+        assert_eq!(
+            col(klines[0], "KEPT BY"),
+            col(klines[2], "kubectl-create (Update)")
+        );
+        assert!(klines[1].ends_with("   -"), "{k}");
     }
 }

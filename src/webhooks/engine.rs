@@ -369,6 +369,6 @@ impl Engine {
         let body =
             serde_json::to_vec(patch).map_err(|e| Failure::from(kube::Error::SerdeError(e)))?;
         let request = clear::patch_request(url, body)?;
-        clear::outcome(self.client.request::<IgnoredAny>(request).await)
+        clear::outcome(self.client.request::<IgnoredAny>(request).await).map(|a| a.is_some())
     }
 }
