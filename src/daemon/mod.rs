@@ -4,6 +4,7 @@
 //! a new state arrives meanwhile, at most `--concurrency` at once). A unit of work is one
 //! attempt at one object (`work.rs`).
 
+mod tracks;
 mod work;
 
 use std::{process::ExitCode, sync::Arc};
@@ -27,7 +28,8 @@ use crate::{
     store::{Key, Store},
     watch::{Selector, Watch},
 };
-use work::{Ctx, Tracks, work};
+use tracks::Tracks;
+use work::{Ctx, work};
 
 /// Runs until SIGTERM; then lets in-flight patches and Events finish.
 pub async fn run(args: RunArgs) -> Result<ExitCode> {

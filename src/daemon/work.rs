@@ -2,11 +2,7 @@
 //! brings the object back with a per-object backoff (100 ms doubling to 30 s, never before
 //! the server's Retry-After), so no failure is ever final while the server can be reached.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
@@ -17,12 +13,14 @@ use crate::{
     clear::{Clearer, Done},
     failure::{Class, Failure},
     object::Held,
-    peers::{Peers, Turn},
+    peers::Peers,
     queue::Queue,
     release::{self, Releaser, Verdict},
     store::{Key, Store},
     validation::later,
 };
+
+use super::tracks::Tracks;
 
 /// What the work on one object needs: the clearer, the store, the objects seen pending,
 /// and the queue to come back to after a failure.
@@ -38,121 +36,6 @@ pub struct Ctx {
     pub peers: Arc<Peers>,
 }
 
-/// The objects seen pending and not cleared yet, by `namespace/name`: since when (for
-/// the latency metric) and how many attempts failed in a row (for the backoff).
-#[derive(Default)]
-pub struct Tracks(Mutex<HashMap<String, Track, ahash::RandomState>>);
-
-struct Track {
-    uid: Option<String>,
-    first_seen: Instant,
-    failures: u32,
-    /// Left to the instances ranked before this one, waiting its turn.
-    waiting: bool,
-    /// Ever left to the instances ranked before this one.
-    backup: bool,
-    /// Cleared by this instance during the store's list with that number: what the watch
-    /// shows of it pending after that is older than the PATCH, until a relist.
-    cleared: Option<u32>,
-}
-
-fn track(uid: Option<&str>) -> Track {
-    let (uid, first_seen) = (uid.map(str::to_string), Instant::now());
-    Track {
-        uid,
-        first_seen,
-        failures: 0,
-        waiting: false,
-        backup: false,
-        cleared: None,
-    }
-}
-
-impl Tracks {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Track, ahash::RandomState>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Starts tracking a pending object; a new uid under the same name starts afresh.
-    fn pending(&self, key: &str, uid: Option<&str>) {
-        let mut tracks = self.lock();
-        if tracks.get(key).is_some_and(|t| t.uid.as_deref() == uid) {
-            return;
-        }
-        tracks.insert(key.to_string(), track(uid));
-    }
-
-    /// Done with an object: how long it was pending, if it was.
-    fn done(&self, key: &str) -> Option<Duration> {
-        self.lock().remove(key).map(|t| t.first_seen.elapsed())
-    }
-
-    /// Done with an object this instance cleared during the store's list `list`: how long
-    /// it was pending. It stays known as cleared until the watch shows it so (`gone`): the
-    /// watch may show an older state first (pending, from an event during the PATCH).
-    fn cleared(&self, key: &str, list: u32) -> Option<Duration> {
-        let mut tracks = self.lock();
-        let t = tracks.get_mut(key)?;
-        t.cleared = Some(list);
-        Some(t.first_seen.elapsed())
-    }
-
-    /// Whether this instance cleared the object `uid` already, during the store's list
-    /// `list`: then what shows it pending is older than the PATCH. After a relist it is
-    /// the server's word (an etcd restored from a backup holds it back again).
-    fn cleared_already(&self, key: &str, uid: Option<&str>, list: u32) -> bool {
-        self.lock()
-            .get(key)
-            .is_some_and(|t| t.cleared == Some(list) && uid.is_some() && t.uid.as_deref() == uid)
-    }
-
-    /// Whether this instance ever left the object to the instances ranked before it.
-    fn backup(&self, key: &str) -> bool {
-        self.lock().get(key).is_some_and(|t| t.backup)
-    }
-
-    /// Done with an object gone from the store: if it went while this instance waited its
-    /// turn (another cleared it), its uid.
-    fn gone(&self, key: &str) -> Option<Option<String>> {
-        self.lock()
-            .remove(key)
-            .and_then(|t| t.waiting.then_some(t.uid))
-    }
-
-    /// How long until this instance's turn at a pending object (`turn`, given when it was
-    /// first seen); marks it waiting if that is not now.
-    fn wait_turn(&self, key: &str, turn: impl FnOnce(Instant) -> Turn) -> Option<Duration> {
-        let mut tracks = self.lock();
-        let t = tracks.get_mut(key)?;
-        let turn = turn(t.first_seen);
-        let left = (t.first_seen + turn.after).saturating_duration_since(Instant::now());
-        t.waiting = !left.is_zero();
-        t.backup |= turn.rank > 0;
-        t.waiting.then_some(left)
-    }
-
-    /// Counts a failure of the object with `uid`; returns how many in a row. A new uid
-    /// under the same name is another object: its count starts afresh.
-    fn failed(&self, key: &str, uid: Option<&str>) -> u32 {
-        let mut tracks = self.lock();
-        let t = tracks.entry(key.to_string()).or_insert_with(|| track(uid));
-        if uid.is_some() && t.uid.as_deref() != uid {
-            *t = track(uid);
-        }
-        t.failures = t.failures.saturating_add(1);
-        t.failures
-    }
-
-    /// Forgets objects no longer in the store (deleted while pending).
-    fn retain(&self, keep: impl Fn(&str) -> bool) {
-        self.lock().retain(|k, _| keep(k));
-    }
-
-    fn len(&self) -> usize {
-        self.lock().len()
-    }
-}
-
 /// The delay before the next attempt at an object after a failure.
 fn retry_delay(tracks: &Tracks, key: &str, uid: Option<&str>, f: &Failure) -> (u32, Duration) {
     let failures = tracks.failed(key, uid);
@@ -163,8 +46,9 @@ fn retry_delay(tracks: &Tracks, key: &str, uid: Option<&str>, f: &Failure) -> (u
 pub async fn work(key: Key, ctx: Arc<Ctx>) {
     // Gone since it was queued (deleted, bound, cleared by another): nothing is kept, not
     // even a timer an earlier attempt set while it went.
-    let Some(obj) = ctx.store.get(&key) else {
+    let Some(stored) = ctx.store.get(&key) else {
         ctx.queue.cancel(&key);
+        ctx.tracks.forget_stale(&key);
         if let Some(uid) = ctx.tracks.gone(&key) {
             ctx.clearer.metrics.left_to_peers.inc();
             ctx.peers.handed_over(uid.as_deref());
@@ -175,22 +59,59 @@ pub async fn work(key: Key, ctx: Arc<Ctx>) {
         }
         return;
     };
+    let obj = match read_again(stored, &key, &ctx).await {
+        Ok(Some(obj)) => obj,
+        Ok(None) => {
+            ctx.tracks.done(&key);
+            return;
+        }
+        Err(f) => return failed(key, None, &ctx, f),
+    };
     match reconcile(&obj, &key, &ctx).await {
         Ok(None) => {}
         // A gate's age, or its turn under --release-rate: a timer, not a retry.
         Ok(Some(wait)) => ctx.queue.add_at(key, later(Instant::now(), wait)),
-        Err(f) => {
-            // Changed first by another at this instance's turn: the owner is at work (its
-            // look again waits for the newest state, or its turn after that).
-            if f.class == Class::Race && ctx.tracks.backup(&key) {
-                ctx.peers.handed_over(obj.uid());
-            }
-            let (failures, backoff) = retry_delay(&ctx.tracks, &key, obj.uid(), &f);
-            let id = key.to_string();
-            let wait = ctx.queue.add_after(key, backoff);
-            ctx.clearer.report(&id, &f, failures, Some(wait));
-        }
+        Err(f) => failed(key, Some(&obj), &ctx, f),
     }
+}
+
+/// A failed attempt at `obj`: counted, said, and the object back after its backoff.
+fn failed(key: Key, obj: Option<&Held>, ctx: &Ctx, f: Failure) {
+    let uid = obj.and_then(Held::uid);
+    // Changed first by another at this instance's turn: the owner is at work (its
+    // look again waits for the newest state, or its turn after that).
+    if f.class == Class::Race && ctx.tracks.backup(&key) {
+        ctx.peers.handed_over(uid);
+    }
+    let (failures, backoff) = retry_delay(&ctx.tracks, &key, uid, &f);
+    // Lost a race: the copy patched from is stale; the next attempt reads the object.
+    if f.class == Class::Race {
+        ctx.tracks.lost_race(&key);
+    }
+    let id = key.to_string();
+    let wait = ctx.queue.add_after(key, backoff);
+    ctx.clearer.report(&id, &f, failures, Some(wait));
+}
+
+/// The object to work on: the stored copy, or, where that copy is known stale (a race
+/// lost since, or the very copy proven stale brought back by a watch or a lagging server's
+/// relist), the object itself, read with a GET (never the cache: a GET by name reads etcd).
+/// `None`: it is gone.
+async fn read_again(stored: Held, key: &Key, ctx: &Ctx) -> Result<Option<Held>, Failure> {
+    if !ctx.tracks.needs_reading(key, &stored) {
+        return Ok(Some(stored));
+    }
+    let c = &ctx.clearer;
+    let api = c.target.api(&c.client, stored.namespace());
+    let mut read = match api.get(stored.name()).await {
+        Ok(read) => read,
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+        Err(e) => return Err(Failure::from(e)),
+    };
+    read.trim(&c.label_key);
+    debug!(object = %key, "read again: the copy patched from was stale");
+    ctx.tracks.read_again(key, &stored, &read);
+    Ok(Some(read))
 }
 
 /// Works on the object; `Some(wait)`: look at it again after `wait`.
@@ -356,27 +277,6 @@ mod tests {
 
         tracks.retain(|k| k != "ns/b");
         assert_eq!(tracks.len(), 2, "ns/a and ns/c are left");
-    }
-
-    #[test]
-    fn an_object_cleared_here_is_not_patched_again_until_the_watch_shows_it_or_a_relist() {
-        let tracks = Tracks::default();
-        tracks.pending("ns/a", Some("u1"));
-        assert!(!tracks.cleared_already("ns/a", Some("u1"), 1));
-        assert!(tracks.cleared("ns/a", 1).is_some());
-        // An older state shown after the PATCH (pending, from an event during it).
-        assert!(tracks.cleared_already("ns/a", Some("u1"), 1));
-        assert!(
-            !tracks.cleared_already("ns/a", Some("u2"), 1),
-            "another object under its name"
-        );
-        assert!(!tracks.cleared_already("ns/a", None, 1));
-        // A relist shows it pending: the server's word (an etcd restored), cleared again.
-        assert!(!tracks.cleared_already("ns/a", Some("u1"), 2));
-        // The watch shows it cleared (dropped from the store): forgotten, not left to peers.
-        assert_eq!(tracks.gone("ns/a"), None);
-        assert!(!tracks.cleared_already("ns/a", Some("u1"), 1));
-        assert_eq!(tracks.len(), 0);
     }
 
     #[test]
