@@ -14,7 +14,6 @@ use kube::{
     api::{ApiResource, DynamicObject},
     runtime::reflector::{ObjectRef, Store},
 };
-use serde::de::IgnoredAny;
 use serde_json::Value;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -327,8 +326,12 @@ impl Engine {
         let Some(patch) = patch::patch(&seen.obj.metadata, &seen.hooks, steps, &now) else {
             return Ok(look);
         };
-        if !self.send(&seen.ar, &seen.obj.name_any(), &patch).await? {
+        let Some(answer) = self.send(&seen.ar, &seen.obj.name_any(), &patch).await? else {
             return Ok(Look::default());
+        };
+        // Success only when the configuration shows it.
+        if !patch::shows(&hook::hooks(&answer.data), &seen.hooks, steps) {
+            return Err(kept(seen, &answer, steps));
         }
         for (index, step) in steps {
             let Some(h) = seen.hook(*index) else {
@@ -363,12 +366,44 @@ impl Engine {
         });
     }
 
-    /// Sends the JSON patch: `true` once accepted, `false` if the configuration is gone.
-    async fn send(&self, ar: &ApiResource, name: &str, patch: &Value) -> Result<bool, Failure> {
+    /// Sends the JSON patch: the configuration as stored once accepted, `None` if it is gone.
+    async fn send(
+        &self,
+        ar: &ApiResource,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Option<DynamicObject>, Failure> {
         let url = format!("{}/{name}", DynamicObject::url_path(ar, None));
         let body =
             serde_json::to_vec(patch).map_err(|e| Failure::from(kube::Error::SerdeError(e)))?;
         let request = clear::patch_request(url, body)?;
-        clear::outcome(self.client.request::<IgnoredAny>(request).await).map(|a| a.is_some())
+        clear::outcome(self.client.request::<DynamicObject>(request).await)
     }
+}
+
+/// A PATCH of a configuration answered with success whose object does not show `steps`.
+fn kept(seen: &Seen<'_>, answer: &DynamicObject, steps: &[(usize, Step)]) -> Failure {
+    let names = steps
+        .iter()
+        .filter_map(|(i, _)| seen.hook(*i).map(|h| h.name.clone()))
+        .collect();
+    let meta = &answer.metadata;
+    let object = crate::object::Held {
+        metadata: crate::object::HeldMeta {
+            meta: kube::core::ObjectMeta {
+                name: meta.name.clone(),
+                uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        spec: None,
+    };
+    Failure::kept(Box::new(crate::blocker::Kept {
+        what: "webhooks unchanged:",
+        names,
+        manager: None,
+        object,
+    }))
 }

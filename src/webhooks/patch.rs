@@ -55,6 +55,27 @@ pub fn patch(
     Some(Value::Array(guarded))
 }
 
+/// Whether the configuration's webhooks as answered (`answered`) show `steps` made (by
+/// webhook index into `seen`): each exempted webhook holds its expression, each restored one
+/// no longer does. A success that does not is no success (`blocker::kept`).
+pub fn shows(answered: &[Hook], seen: &[Hook], steps: &[(usize, Step)]) -> bool {
+    steps.iter().all(|(index, step)| {
+        let Some(name) = seen.iter().find(|h| h.index == *index).map(|h| &h.name) else {
+            return true;
+        };
+        let now = answered.iter().find(|h| &h.name == name);
+        match step {
+            Step::Exempt { namespace, .. } => {
+                now.is_some_and(|h| h.position(&expression(namespace)).is_some())
+            }
+            Step::Restore { record, .. } => {
+                now.is_none_or(|h| h.position(&record.expression).is_none())
+            }
+            Step::Nothing | Step::Wait(_) => true,
+        }
+    })
+}
+
 /// The operations of one step on `hook`, onto `ops`; its record in `recs` follows.
 fn step_ops(
     hook: &Hook,
@@ -160,6 +181,23 @@ mod tests {
         fixtures::{apply, exempt, gk_record, hooks_with, meta, recorded, restore},
         hook,
     };
+
+    /// A success is one when the answer shows the steps: the expression there after an
+    /// exemption, gone after a restore (a webhook gone is restored too).
+    #[test]
+    fn an_answer_shows_the_steps_or_not() {
+        let plain = hooks_with(json!({}));
+        let exempted = hooks_with(json!({"matchExpressions": [hook::expression("gk")]}));
+        assert!(shows(&exempted, &plain, &[(0, exempt())]));
+        assert!(!shows(&plain, &plain, &[(0, exempt())]), "kept as it was");
+        assert!(shows(&plain, &exempted, &[(0, restore(gk_record()))]));
+        assert!(
+            !shows(&exempted, &exempted, &[(0, restore(gk_record()))]),
+            "kept"
+        );
+        assert!(shows(&[], &exempted, &[(0, restore(gk_record()))]), "gone");
+        assert!(!shows(&[], &plain, &[(0, exempt())]));
+    }
 
     #[test]
     fn exempt_then_restore_is_byte_for_byte_the_original() {
