@@ -6,8 +6,9 @@
 //! timeout, to an answer's last byte); `redirect.rs` names a redirect; `retry_after.rs` carries a 429's `Retry-After` header
 //! into its `Status`, where the failure table reads it. The per-object requests take the
 //! direct way (`direct.rs`) over the same connections. Over both, outside their timeouts,
-//! `limit.rs`: a token bucket per kind of request, the ceiling of the process's request rate. `plain.rs`: one plain-HTTP GET of
-//! an endpoint, no API server involved (`probe`).
+//! `limit.rs`: a token bucket per kind of request, the ceiling of the process's request rate.
+//! Under everything that reads an answer, `cap.rs`: every answer's size capped. `plain.rs`: one
+//! plain-HTTP GET of an endpoint, no API server involved (`probe`).
 
 use std::{
     sync::{
