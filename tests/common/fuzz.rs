@@ -520,41 +520,40 @@ fn version_of<B>(req: &Request<B>) -> String {
         .to_string()
 }
 
+/// One watch event's line as an API server writes it: `type` before `object` (Go writes a
+/// struct's fields in order; `json!` sorts its keys, and metainit reads a gated pod only with
+/// `type` first).
+fn event_line(kind: &str, object: &Value) -> String {
+    format!("{{\"type\":{},\"object\":{object}}}\n", json!(kind))
+}
+
 /// A stream made up here; its bookmarks and objects at the version the watch asked for (a
 /// version from the future would be a server's lie, not a fault a client can survive).
 fn watch_stream(s: Stream, version: &str) -> Response<Body> {
     let mut lines = Vec::new();
     for _ in 0..s.bookmarks {
-        lines.push(
-            json!({"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1",
-            "metadata": {"resourceVersion": version}}})
-            .to_string(),
-        );
+        let object = json!({"kind": "Pod", "apiVersion": "v1",
+                            "metadata": {"resourceVersion": version}});
+        lines.push(event_line("BOOKMARK", &object));
     }
     for i in 0..s.objects {
-        lines.push(
-            json!({"type": "ADDED", "object": {"kind": "Pod", "apiVersion": "v1",
+        let object = json!({"kind": "Pod", "apiVersion": "v1",
             "metadata": {"name": format!("fuzz-{i}"), "namespace": "default",
                          "resourceVersion": version,
                          "labels": {super::LABEL: "true"}},
             "spec": {"containers": [{"name": "c", "image": "i"}],
-                     "schedulingGates": [{"name": "example.com/fuzz"}]}}})
-            .to_string(),
-        );
+                     "schedulingGates": [{"name": "example.com/fuzz"}]}});
+        lines.push(event_line("ADDED", &object));
     }
     for (code, reason, message) in &s.errors {
-        lines.push(
-            json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
-            "status": "Failure", "code": code, "reason": reason, "message": message}})
-            .to_string(),
-        );
+        let object = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "code": code, "reason": reason, "message": message});
+        lines.push(event_line("ERROR", &object));
     }
     for _ in 0..s.garbage {
-        lines.push("this is no event".to_string());
+        lines.push("this is no event\n".to_string());
     }
-    let frames = lines
-        .into_iter()
-        .map(|l| Ok(Frame::data(Bytes::from(format!("{l}\n")))));
+    let frames = lines.into_iter().map(|l| Ok(Frame::data(Bytes::from(l))));
     let linger = s.linger;
     let cut = s.cut;
     let tail = futures::stream::once(async move {
