@@ -271,6 +271,20 @@ impl Metainit {
         .await;
     }
 
+    /// The process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// The most memory the process has held so far, in bytes: `VmHWM` of /proc/PID/status,
+    /// its peak resident set (what a memory limit kills on).
+    pub fn peak_rss(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    }
+
     pub fn out(&self) -> String {
         self.stdout.lock().unwrap().join("\n")
     }
