@@ -5,7 +5,10 @@
 //! (tests/fuzz.rs): any status with any `Retry-After`, redirects, resets, delays, bodies
 //! that are not JSON or are cut off, watch streams that end at once or after bookmarks,
 //! ERROR events of any code, garbage lines, objects, and continue tokens that repeat, cycle
-//! or never end. It counts what it received, by the limiter's kinds, with the time.
+//! or never end; and answers whose content misleads (#58): a watch that repeats what the
+//! server holds, a body that streams a line with no end, a PATCH answered 200 with the object
+//! unpatched, a watch's first line cut short, a list answered from a page recorded earlier, an
+//! API that is not there. It counts what it received, by the limiter's kinds, with the time.
 
 use std::{
     convert::Infallible,
@@ -111,6 +114,26 @@ pub enum Fault {
     Watch(Stream),
     /// A list forwarded, with its continue token replaced.
     List(Tokens),
+    /// A watch answered 200 with the objects it selects, as the upstream lists them when it
+    /// starts, sent again and again as MODIFIED events (each time the same resourceVersion),
+    /// one every this long, until the proxy is healthy again.
+    Repeat(Duration),
+    /// 200 whose body streams this many bytes a second and never a newline, until the proxy
+    /// is healthy again (then it is cut): the start of a watch event, a list or an object, by
+    /// the request's kind, whose string never ends.
+    Endless(u64),
+    /// A PATCH answered 200 with the object as the upstream has it, unpatched (a mutating
+    /// webhook that puts the gates back on update: the server writes nothing).
+    Unchanged,
+    /// A watch forwarded until its first line, which is sent cut in the middle; then the
+    /// stream ends cleanly.
+    CutLine,
+    /// A list's first page answered with the first one the proxy forwarded for the same
+    /// request (a cache lagging behind: objects at older versions); forwarded if none was.
+    Stale,
+    /// 404 NotFound for a request whose path holds this (an API the server does not serve,
+    /// `/apis/coordination.k8s.io/`); any other request forwarded.
+    Absent(String),
 }
 
 /// Which answer each request gets while the proxy is faulty.
@@ -118,6 +141,8 @@ pub enum Fault {
 pub enum Plan {
     /// The same answer to every request of one kind; the others forwarded.
     Fixed(RequestKind, Fault),
+    /// The same answer to every request of each kind named; the others forwarded.
+    Each(Vec<(RequestKind, Fault)>),
     /// An answer drawn from the whole space; `watch_works` says whether a watch may ever
     /// run (be forwarded long enough, or deliver an object).
     Random { seed: u64, watch_works: bool },
@@ -143,6 +168,8 @@ struct Shared {
     seen: Mutex<Vec<Seen>>,
     /// Continue tokens handed out, for `Tokens::Cycle` and `Endless`.
     tokens: AtomicU64,
+    /// The first page forwarded for each list request (`page_key`), for `Stale`.
+    pages: Mutex<std::collections::HashMap<String, Bytes>>,
     url: String,
 }
 
@@ -173,7 +200,7 @@ impl Proxy {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (seed, palettes) = match &plan {
             Plan::Random { seed, watch_works } => (*seed, palettes(*seed, *watch_works)),
-            Plan::Fixed(..) => (0, Vec::new()),
+            Plan::Fixed(..) | Plan::Each(..) => (0, Vec::new()),
         };
         let shared = Arc::new(Shared {
             upstream,
@@ -184,6 +211,7 @@ impl Proxy {
             generation: AtomicU64::new(0),
             seen: Mutex::new(Vec::new()),
             tokens: AtomicU64::new(0),
+            pages: Mutex::default(),
             url: url.clone(),
         });
         let task = tokio::spawn(accept(listener, shared.clone()));
@@ -290,6 +318,10 @@ fn choose(shared: &Shared, kind: RequestKind) -> Fault {
     match &shared.plan {
         Plan::Fixed(k, f) if *k == kind => f.clone(),
         Plan::Fixed(..) => Fault::Forward,
+        Plan::Each(rows) => rows
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(Fault::Forward, |(_, f)| f.clone()),
         Plan::Random { .. } => {
             let mut rng = shared.rng.lock().unwrap();
             let palette = shared
@@ -326,7 +358,6 @@ pub fn palettes(seed: u64, watch_works: bool) -> Vec<(RequestKind, Vec<Fault>)> 
 
 const ODD_CODES: [u16; 12] = [200, 201, 204, 206, 299, 300, 304, 399, 418, 499, 599, 999];
 const REDIRECTS: [u16; 5] = [301, 302, 303, 307, 308];
-
 /// One answer from the whole space.
 pub fn random_fault(rng: &mut Rng, kind: RequestKind, watch_works: bool, depth: u32) -> Fault {
     let watch = kind == RequestKind::WatchStart;
@@ -450,6 +481,9 @@ fn answer(
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Answered> + Send + 'static>> {
     Box::pin(async move {
         match fault {
+            Fault::Forward if RequestKind::of(&req) == RequestKind::List => {
+                recorded(&shared, req).await
+            }
             Fault::Forward => forward(&shared, req, None).await,
             Fault::ForwardFor(d) => forward(&shared, req, Some(d)).await,
             Fault::Status(code, retry_after, body) => Ok(status(code, retry_after, body)),
@@ -469,8 +503,197 @@ fn answer(
             Fault::CutBody => Ok(cut_body()),
             Fault::Watch(s) => Ok(watch_stream(s, &version_of(&req))),
             Fault::List(tokens) => list(&shared, req, tokens).await,
+            Fault::Repeat(every) => repeat(shared, req, every).await,
+            Fault::Endless(rate) => Ok(endless(shared, RequestKind::of(&req), rate)),
+            Fault::Unchanged => unchanged(&shared, req).await,
+            Fault::CutLine => cut_line(&shared, req).await,
+            Fault::Stale => {
+                match page_key(&req).and_then(|k| shared.pages.lock().unwrap().get(&k).cloned()) {
+                    Some(page) => Ok(full(StatusCode::OK, page)),
+                    None => recorded(&shared, req).await,
+                }
+            }
+            Fault::Absent(path) if req.uri().path().contains(path.as_str()) => Ok(status(
+                404,
+                None,
+                Some(
+                    json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                           "status": "Failure", "reason": "NotFound", "details": {},
+                           "message": "the server could not find the requested resource",
+                           "code": 404})
+                    .to_string(),
+                ),
+            )),
+            Fault::Absent(_) => forward(&shared, req, None).await,
         }
     })
+}
+
+/// The key of a list's first page for `Stale`: its path and query but the versions and the
+/// timeout; `None` for a later page (its continue token is the upstream's).
+fn page_key<B>(req: &Request<B>) -> Option<String> {
+    let query = req.uri().query().unwrap_or("");
+    let mut kept: Vec<&str> = Vec::new();
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        if kv.starts_with("continue=") {
+            return None;
+        }
+        if !(kv.starts_with("resourceVersion") || kv.starts_with("timeoutSeconds=")) {
+            kept.push(kv);
+        }
+    }
+    kept.sort_unstable();
+    Some(format!("{}?{}", req.uri().path(), kept.join("&")))
+}
+
+/// A list forwarded; the first 200 answer to a first page is kept for `Stale`.
+async fn recorded(shared: &Arc<Shared>, req: Request<Incoming>) -> Answered {
+    let key = page_key(&req).filter(|k| !shared.pages.lock().unwrap().contains_key(k));
+    let Some(key) = key else {
+        return forward(shared, req, None).await;
+    };
+    let up = send_upstream(shared, req).await?;
+    let code = up.status();
+    let bytes = up.into_body().collect().await.map_err(err)?.to_bytes();
+    if code == StatusCode::OK {
+        shared
+            .pages
+            .lock()
+            .unwrap()
+            .entry(key)
+            .or_insert_with(|| bytes.clone());
+    }
+    Ok(full(code, bytes))
+}
+
+/// A GET of `uri` from the upstream: its status and body.
+async fn upstream_get(shared: &Shared, uri: &str) -> Result<(StatusCode, Bytes), BoxError> {
+    let req = Request::get(uri)
+        .header(http::header::ACCEPT, "application/json")
+        .body(kube::client::Body::empty())
+        .map_err(err)?;
+    let up = shared.upstream.send(req).await.map_err(err)?;
+    let code = up.status();
+    let bytes = up.into_body().collect().await.map_err(err)?.to_bytes();
+    Ok((code, bytes))
+}
+
+/// One watch event's line as an API server writes it: `type` before `object` (Go writes a
+/// struct's fields in order; `json!` sorts its keys, and metainit reads a gated pod only with
+/// `type` first).
+fn event_line(kind: &str, object: &Value) -> String {
+    format!("{{\"type\":{},\"object\":{object}}}\n", json!(kind))
+}
+
+/// Until the proxy is healthy again, checked every 20 ms.
+async fn healed(shared: Arc<Shared>) {
+    while shared.faulty.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `Repeat`: the objects the watch selects, listed from the upstream once, sent as MODIFIED
+/// events one every `every`, round and round.
+async fn repeat(shared: Arc<Shared>, req: Request<Incoming>, every: Duration) -> Answered {
+    let query: Vec<&str> = req
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|kv| kv.starts_with("labelSelector=") || kv.starts_with("fieldSelector="))
+        .collect();
+    let uri = format!("{}?{}", req.uri().path(), query.join("&"));
+    let (code, bytes) = upstream_get(&shared, &uri).await?;
+    let list: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let Some(items) = list["items"].as_array().filter(|_| code == StatusCode::OK) else {
+        return Ok(full(code, bytes));
+    };
+    let kind = list["kind"].as_str().unwrap_or("").trim_end_matches("List");
+    let lines: Vec<Bytes> = items
+        .iter()
+        .map(|item| {
+            let mut object = item.clone();
+            object["kind"] = json!(kind);
+            object["apiVersion"] = list["apiVersion"].clone();
+            Bytes::from(event_line("MODIFIED", &object))
+        })
+        .collect();
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let events = futures::stream::unfold((tick, 0usize), move |(mut tick, n)| {
+        let line = lines.get(n % lines.len().max(1)).cloned();
+        async move {
+            tick.tick().await;
+            // Nothing selected: the stream stays open, silent.
+            let frame = Frame::data(line.unwrap_or_default());
+            Some((Ok::<_, BoxError>(frame), (tick, n + 1)))
+        }
+    });
+    Ok(stream_body(events.take_until(Box::pin(healed(shared)))))
+}
+
+/// `Endless`: the start of what the request asks for, then a string that never ends, `rate`
+/// bytes a second in 64 KiB frames; cut once the proxy is healthy again.
+fn endless(shared: Arc<Shared>, kind: RequestKind, rate: u64) -> Response<Body> {
+    let head: &'static [u8] = match kind {
+        RequestKind::WatchStart => {
+            br#"{"type":"MODIFIED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"endless","annotations":{"a":""#
+        }
+        RequestKind::List => {
+            br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"endless","annotations":{"a":""#
+        }
+        _ => br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"endless","annotations":{"a":""#,
+    };
+    let chunk = Bytes::from(vec![b'a'; 64 * 1024]);
+    let every = Duration::from_secs_f64(chunk.len() as f64 / rate.max(1) as f64);
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let body = futures::stream::unfold(tick, move |mut tick| {
+        let chunk = chunk.clone();
+        async move {
+            tick.tick().await;
+            Some((Ok::<_, BoxError>(Frame::data(chunk)), tick))
+        }
+    });
+    let body = futures::stream::once(async move { Ok(Frame::data(Bytes::from_static(head))) })
+        .chain(body.take_until(Box::pin(healed(shared))))
+        .chain(futures::stream::once(async { Err(err("cut")) }));
+    stream_body(body)
+}
+
+/// `Unchanged`: the PATCH's body read and dropped, the object GET from the upstream as it is.
+async fn unchanged(shared: &Arc<Shared>, req: Request<Incoming>) -> Answered {
+    let path = req.uri().path().to_string();
+    drop(req.into_body().collect().await.map_err(err)?);
+    let (code, bytes) = upstream_get(shared, &path).await?;
+    Ok(full(code, bytes))
+}
+
+/// `CutLine`: the upstream's watch, read to the end of its first line that is not a
+/// BOOKMARK; the bookmarks before it sent whole, that line's first half, and the end.
+async fn cut_line(shared: &Arc<Shared>, req: Request<Incoming>) -> Answered {
+    let (parts, body) = send_upstream(shared, req).await?.into_parts();
+    let mut data = body.into_data_stream();
+    let half = futures::stream::once(async move {
+        let mut read = Vec::new();
+        let mut from = 0;
+        while let Some(chunk) = data.next().await {
+            read.extend_from_slice(&chunk.map_err(err)?);
+            while let Some(end) = read[from..].iter().position(|b| *b == b'\n') {
+                let line = &read[from..from + end];
+                if line.windows(10).any(|w| w == b"\"BOOKMARK\"") {
+                    from += end + 1;
+                    continue;
+                }
+                read.truncate(from + end / 2);
+                return Ok(Frame::data(Bytes::from(read)));
+            }
+        }
+        Ok(Frame::data(Bytes::from(read)))
+    });
+    let mut r = Response::from_parts(parts, BodyExt::boxed_unsync(StreamBody::new(half)));
+    r.headers_mut().remove(http::header::CONTENT_LENGTH);
+    Ok(r)
 }
 
 fn status(code: u16, retry_after: Option<String>, body: Option<String>) -> Response<Body> {
@@ -518,13 +741,6 @@ fn version_of<B>(req: &Request<B>) -> String {
         .find_map(|kv| kv.strip_prefix("resourceVersion="))
         .unwrap_or("0")
         .to_string()
-}
-
-/// One watch event's line as an API server writes it: `type` before `object` (Go writes a
-/// struct's fields in order; `json!` sorts its keys, and metainit reads a gated pod only with
-/// `type` first).
-fn event_line(kind: &str, object: &Value) -> String {
-    format!("{{\"type\":{},\"object\":{object}}}\n", json!(kind))
 }
 
 /// A stream made up here; its bookmarks and objects at the version the watch asked for (a
