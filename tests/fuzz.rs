@@ -255,6 +255,12 @@ fn the_seeds_cover_the_space() {
         "CutBody",
         "Watch",
         "List",
+        "Repeat",
+        "Endless",
+        "Unchanged",
+        "CutLine",
+        "Stale",
+        "Absent",
     ];
     for w in want {
         assert!(kinds.contains(w), "no {w} drawn: {kinds:?}");

@@ -358,10 +358,18 @@ pub fn palettes(seed: u64, watch_works: bool) -> Vec<(RequestKind, Vec<Fault>)> 
 
 const ODD_CODES: [u16; 12] = [200, 201, 204, 206, 299, 300, 304, 399, 418, 499, 599, 999];
 const REDIRECTS: [u16; 5] = [301, 302, 303, 307, 308];
+/// APIs a server may not serve: the Leases (Kubernetes 1.13), the Events, the webhook
+/// configurations.
+const ABSENT: [&str; 3] = [
+    "/apis/coordination.k8s.io/",
+    "/events",
+    "/apis/admissionregistration.k8s.io/",
+];
+
 /// One answer from the whole space.
 pub fn random_fault(rng: &mut Rng, kind: RequestKind, watch_works: bool, depth: u32) -> Fault {
     let watch = kind == RequestKind::WatchStart;
-    match rng.below(12) {
+    match rng.below(15) {
         0 if !watch || watch_works => Fault::Forward,
         1 => {
             let code = if rng.chance(20) {
@@ -397,6 +405,16 @@ pub fn random_fault(rng: &mut Rng, kind: RequestKind, watch_works: bool, depth: 
             let most = if watch_works { 5_000 } else { 900 };
             Fault::ForwardFor(Duration::from_millis(rng.below(most)))
         }
+        // The answers whose content misleads (#58). A watch that repeats objects, or is
+        // forwarded, or streams for long, runs: only where the seed lets a watch run.
+        12 if watch && watch_works => {
+            Fault::Repeat(Duration::from_millis(*rng.pick(&[20, 50, 200, 1_000])))
+        }
+        12 if kind == RequestKind::List => Fault::Stale,
+        12 if kind == RequestKind::Patch => Fault::Unchanged,
+        13 if !watch || watch_works => Fault::Endless(*rng.pick(&[500_000, 2_000_000, 4_000_000])),
+        14 if watch && watch_works => Fault::CutLine,
+        14 if !watch => Fault::Absent(rng.pick(&ABSENT).to_string()),
         _ => Fault::Status(500 + rng.below(5) as u16, random_retry_after(rng), None),
     }
 }
