@@ -14,7 +14,11 @@
 //! - where the seed never lets a watch run (half of them: no watch answered lasts a second
 //!   or carries an object), `/readyz` is 503 at the end of the minute;
 //! - once the proxy forwards again, the labelled gated pods created during the minute and
-//!   then are cleared, and `/readyz` is 200, within `RECOVER`.
+//!   then are cleared, and `/readyz` is 200, within `RECOVER`;
+//! - whatever the answers say (#58: events that repeat what is known, bodies with no end, a
+//!   PATCH answered 200 that changed nothing, a relist from an old page, an absent API), at
+//!   most `PER_POD` PATCHes of any one pod in any minute, and a peak RSS under `RSS_LIMIT`
+//!   (the shipped memory limit).
 //!
 //! metainit resyncs every 15 s there, so that its lists meet the faults as often as its
 //! watch starts do, and a pod created 20 s into the minute brings PATCHes and Events.
@@ -37,7 +41,17 @@ const FAULTY: Duration = Duration::from_secs(60);
 const RECOVER: Duration = Duration::from_secs(75);
 
 /// Seeds that once failed: each replayed on every run.
-const REGRESSIONS: &[u64] = &[];
+///
+/// - 74: events that repeat the pod (`Repeat`) and every PATCH refused: 40 PATCHes of one
+///   pod in a minute (#58);
+/// - 86: a watch, a GET and a PATCH answered with a body that never ends (`Endless`): peak
+///   RSS 159 MiB (#58).
+const REGRESSIONS: &[u64] = &[74, 86];
+
+/// The most PATCHes of one pod in any minute, whatever triggers them (#58).
+const PER_POD: usize = 20;
+/// The shipped memory limit (the manifests, the chart).
+const RSS_LIMIT: u64 = 64 << 20;
 
 /// One seed's verdict: what went wrong, if anything, and what it did.
 async fn run(seed: u64) -> Result<String, String> {
@@ -107,13 +121,30 @@ async fn run(seed: u64) -> Result<String, String> {
     if let Some(p) = m.log().iter().find(|l| l.contains("panicked")) {
         wrong.push(format!("panicked: {p}"));
     }
+    // The whole run, faults and healing: a PATCH's backoff outlives the faults.
+    let (pod, patches) = most_patches_of_one_pod(&proxy.seen());
+    if patches > PER_POD {
+        wrong.push(format!(
+            "{patches} PATCHes of {pod} in a minute (at most {PER_POD})"
+        ));
+    }
+    let peak = m.peak_rss().unwrap_or(0);
+    if peak >= RSS_LIMIT {
+        wrong.push(format!(
+            "peak RSS {} MiB (under {} MiB)",
+            peak >> 20,
+            RSS_LIMIT >> 20
+        ));
+    }
     if let Ok(Some(status)) = m.child.try_wait() {
         wrong.push(format!("metainit exited: {status}"));
     }
     let summary = format!(
-        "seed {seed} (watch {}): {}in the minute; /readyz {readyz} at its end",
+        "seed {seed} (watch {}): {}in the minute; /readyz {readyz} at its end; at most \
+         {patches} PATCHes of one pod a minute; peak RSS {} MiB",
         if watch_works { "may run" } else { "never runs" },
-        counts(&seen)
+        counts(&seen),
+        peak >> 20
     );
     let log = m.log();
     m.stop().await;
@@ -126,10 +157,34 @@ async fn run(seed: u64) -> Result<String, String> {
     let _ = std::fs::write(&file, log.join("\n"));
     let tail = log[log.len().saturating_sub(40)..].join("\n    ");
     Err(format!(
-        "{summary}\n  {}\n  faults from {faults_from} to {faults_to} UTC; the whole log: {}\n  log:\n    {tail}",
+        "{summary}\n  {}\n  its answers: {}\n  faults from {faults_from} to {faults_to} UTC; the whole log: {}\n  log:\n    {tail}",
         wrong.join("\n  "),
+        answers(seed, watch_works),
         file.display()
     ))
+}
+
+/// A seed's palettes in a line: for each kind, the names of its answers (a Delay by what
+/// it delays), each once.
+fn answers(seed: u64, watch_works: bool) -> String {
+    let name = |f: &Fault| -> String {
+        let f = match f {
+            Fault::Delay(_, then) => then.as_ref(),
+            f => f,
+        };
+        let text = format!("{f:?}");
+        text.split(['(', ' ']).next().unwrap_or("").to_string()
+    };
+    palettes(seed, watch_works)
+        .iter()
+        .map(|(kind, palette)| {
+            let mut names: Vec<String> = palette.iter().map(name).collect();
+            names.sort_unstable();
+            names.dedup();
+            format!("{} {}", kind.label(), names.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The time of day, UTC, as metainit's log writes it (to set the fault window beside it).
@@ -162,6 +217,25 @@ fn most_in_collection_window(seen: &[Seen], kind: RequestKind) -> usize {
         .map(|v| most_in_window(v, kind, Duration::from_secs(60)))
         .max()
         .unwrap_or(0)
+}
+
+/// The pod PATCHed most in any minute, and how many times.
+fn most_patches_of_one_pod(seen: &[Seen]) -> (String, usize) {
+    let mut by: std::collections::HashMap<String, Vec<Seen>> = Default::default();
+    for s in seen.iter().filter(|s| s.kind == RequestKind::Patch) {
+        let uri = s.what.split_whitespace().nth(1).unwrap_or("");
+        let path = uri.split('?').next().unwrap_or("");
+        if path.contains("/pods/") {
+            by.entry(path.to_string()).or_default().push(s.clone());
+        }
+    }
+    by.into_iter()
+        .map(|(path, v)| {
+            let most = most_in_window(&v, RequestKind::Patch, Duration::from_secs(60));
+            (path, most)
+        })
+        .max_by_key(|(_, most)| *most)
+        .unwrap_or_default()
 }
 
 /// A request's collection, as the limiter keys it: its path and selectors.
