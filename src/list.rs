@@ -245,6 +245,14 @@ mod tests {
         ));
     }
 
+    /// The limiter lets the later pages of a whole list of the largest size through at
+    /// once (`client::limit`): the list's own bound is what stops a pager.
+    #[test]
+    fn a_whole_list_fits_in_the_later_pages_burst() {
+        let (burst, _) = crate::client::RequestKind::Continue.bucket();
+        assert!(burst >= MOST_PAGES - 1, "{burst} < {MOST_PAGES} - 1");
+    }
+
     #[test]
     fn endless_new_tokens_end_at_the_most_pages() {
         let mut pages = Pages::default();

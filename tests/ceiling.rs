@@ -124,7 +124,7 @@ async fn hold(row: &Row) -> Measured {
     let (readyz, _) = admin_get(&addr, "/readyz").await;
     let count = |kind| proxy.received(kind, start + HELD);
     let measured = Measured {
-        lists: count(RequestKind::List),
+        lists: count(RequestKind::List) + count(RequestKind::Continue),
         watches: count(RequestKind::WatchStart),
         readyz,
         log: m.log(),
@@ -223,7 +223,7 @@ async fn a_list_that_repeats_its_pages_ends_every_command() {
         let (code, _, err) = run_to_end(&args, Duration::from_secs(90)).await;
         let lists = proxy.seen()[before..]
             .iter()
-            .filter(|s| s.kind == RequestKind::List)
+            .filter(|s| matches!(s.kind, RequestKind::List | RequestKind::Continue))
             .count();
         assert_eq!(code, exit, "{command:?}: {err}");
         assert!(

@@ -33,7 +33,8 @@ async fn hold(cp: &'static ControlPlane, lasting: Duration) -> (usize, usize, u1
     tokio::time::sleep(HELD.saturating_sub(start.elapsed())).await;
     let (readyz, why) = admin_get(&addr, "/readyz").await;
     let count = |kind| proxy.received(kind, start + HELD);
-    let (lists, watches) = (count(RequestKind::List), count(RequestKind::WatchStart));
+    let lists = count(RequestKind::List) + count(RequestKind::Continue);
+    let watches = count(RequestKind::WatchStart);
     proxy.faulty(false);
     cp.create(
         &ns,

@@ -8,8 +8,8 @@
 //! metainit process:
 //!
 //! - in any minute, the requests of each kind the proxy received stay under the limiter's
-//!   ceiling (`RequestKind::per_minute`: 20 watch starts and 160 LISTs a collection, 400
-//!   GETs, 4,000 writes);
+//!   ceiling (`RequestKind::per_minute`: 20 watch starts, 160 LISTs and 2,600 later pages
+//!   of LISTs a collection, 400 GETs, 4,000 writes);
 //! - metainit neither exits nor panics;
 //! - where the seed never lets a watch run (half of them: no watch answered lasts a second
 //!   or carries an object), `/readyz` is 503 at the end of the minute;
@@ -208,7 +208,9 @@ fn most_in_collection_window(seen: &[Seen], kind: RequestKind) -> usize {
     let mut by: std::collections::HashMap<String, Vec<Seen>> = Default::default();
     for s in seen.iter().filter(|s| s.kind == kind) {
         let key = match kind {
-            RequestKind::WatchStart | RequestKind::List => collection(&s.what),
+            RequestKind::WatchStart | RequestKind::List | RequestKind::Continue => {
+                collection(&s.what)
+            }
             _ => String::new(),
         };
         by.entry(key).or_default().push(s.clone());

@@ -10,7 +10,9 @@
 //! - docs/src/reference/environment.md names every variable;
 //! - docs/src/reference/metrics.md: one row for every metric `/metrics` serves, with its
 //!   type, and none for a metric that is gone; every label value served at 0 from the start
-//!   (`reason`, `cause`) is in its row.
+//!   (`reason`, `cause`) is in its row;
+//! - docs/src/reference/behaviour.md, "Request ceiling": one row for each kind of request
+//!   the limiter tells apart, with its burst and its most in any minute.
 
 use std::collections::BTreeMap;
 
@@ -176,4 +178,33 @@ fn the_metrics_table_names_every_metric_its_type_and_its_label_values() {
         "docs/src/reference/metrics.md is stale:\n{}",
         problems.join("\n")
     );
+}
+
+#[test]
+fn the_ceiling_table_states_each_kinds_burst_and_ceiling() {
+    use metainit::client::RequestKind as K;
+    let rows = table(
+        &page("docs/src/reference/behaviour.md"),
+        "## Request ceiling",
+    );
+    // The page's order: each collection's kinds first.
+    let kinds = [
+        K::WatchStart,
+        K::List,
+        K::Continue,
+        K::Get,
+        K::Patch,
+        K::Write,
+    ];
+    assert_eq!(K::ALL.len(), kinds.len(), "a kind the page does not name");
+    assert_eq!(rows.len(), kinds.len(), "{rows:?}");
+    let number = |cell: &str| cell.replace(',', "").parse::<u32>().ok();
+    for (row, kind) in rows.iter().zip(kinds) {
+        assert_eq!(number(&row[1]), Some(kind.bucket().0), "{kind:?}: {row:?}");
+        assert_eq!(
+            number(&row[3]),
+            Some(kind.per_minute()),
+            "{kind:?}: {row:?}"
+        );
+    }
 }

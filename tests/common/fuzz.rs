@@ -306,8 +306,13 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         kind,
         what,
     });
+    // A list's later pages are answered as its first: a plan for LISTs holds for each page.
+    let plan_kind = match kind {
+        RequestKind::Continue => RequestKind::List,
+        other => other,
+    };
     let fault = if shared.faulty.load(Ordering::SeqCst) {
-        choose(&shared, kind)
+        choose(&shared, plan_kind)
     } else {
         Fault::Forward
     };
