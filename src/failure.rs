@@ -165,6 +165,22 @@ pub fn retry_after(e: &kube::Error) -> Duration {
     }
 }
 
+/// How long an API that answered 404 or 403 as a whole is left before it is asked again:
+/// the Lease API (absent before Kubernetes 1.14, or its namespace), the rights to it, the
+/// Events of a namespace. Such an absence ends only by someone's hand (an upgrade, a Role
+/// granted, a namespace made), never within seconds, and nothing waits on it meanwhile
+/// (every instance clears at once; an Event is only a record), so asking every round or every
+/// object is all cost: 60 Lease requests a minute, for ever. Five minutes is the watches'
+/// resync period by default: a fix is seen about as soon as a relist would see it.
+pub const ABSENT: Duration = Duration::from_secs(300);
+
+/// Whether an answer says an API, or the rights to it, is not there (404, 403): an absence
+/// to remember for `ABSENT`, not a failure to retry soon. The caller rules out a 403 from a
+/// server still starting (`discovery::starting`).
+pub fn absent(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if matches!(s.code, 403 | 404))
+}
+
 /// A failed attempt at an object.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", describe(.error))]
@@ -464,5 +480,23 @@ mod tests {
             status_fields(&kube::Error::LinesCodecMaxLineLengthExceeded),
             (None, None)
         );
+    }
+
+    #[test]
+    fn only_a_404_or_403_is_an_absence() {
+        for (code, want) in [
+            (403, true),
+            (404, true),
+            (401, false),
+            (410, false),
+            (429, false),
+        ]
+        .into_iter()
+        .chain([(500, false), (503, false), (504, false)])
+        {
+            assert_eq!(absent(&api(code, 0)), want, "{code}");
+        }
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(!absent(&kube::Error::Service(Box::new(io))));
     }
 }

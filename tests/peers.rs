@@ -1,6 +1,7 @@
 //! Instances that share the work (src/peers/): each keeps a Lease, and each pod is patched
 //! by its owner alone; an instance killed leaves its pods to the next in rank; without the
-//! rights or the API, every instance clears every pod at once. On the double, with the
+//! rights or the API, every instance clears every pod at once, and looks again in minutes.
+//! On the double, with the
 //! rights of the shipped manifests/rbac.yaml (tests/control_plane_ha.rs plays it on three
 //! real API servers, and `cargo bench --bench peers` measures it).
 
@@ -162,6 +163,68 @@ async fn before_the_lease_api_each_instance_clears_at_once() {
     })
     .await;
     assert!(m.problems().is_empty(), "{:#?}", m.problems());
+}
+
+/// How long the absent Lease API, or the missing right, is held: a round every renewal
+/// (2 s) is 15 rounds in it, a round every five minutes one.
+const ABSENT_WINDOW: Duration = Duration::from_secs(30);
+
+/// metainit sharing on `bed` for `ABSENT_WINDOW`: the Lease requests the double saw in it,
+/// and the line that said why it does not share.
+async fn lease_requests_in_the_window(bed: &Bed, said: &str) -> (Vec<String>, String) {
+    let start = std::time::SystemTime::now();
+    let began = std::time::Instant::now();
+    let m = bed.metainit(SHARING);
+    m.logged(said, |l| l.contains(said)).await;
+    tokio::time::sleep(ABSENT_WINDOW.saturating_sub(began.elapsed())).await;
+    let until = start + ABSENT_WINDOW;
+    let leases = bed
+        .double
+        .requests()
+        .into_iter()
+        .filter(|r| r.path_and_query.contains("/leases") && r.at >= start && r.at <= until)
+        .map(|r| format!("{} {} {}", r.method, r.path_and_query, r.status))
+        .collect();
+    let line = m
+        .log()
+        .into_iter()
+        .find(|l| l.contains(said))
+        .unwrap_or_default();
+    (leases, line)
+}
+
+/// Without the Lease API (Kubernetes 1.13 answers 404) or the right to it (403), the Lease
+/// is asked for again in minutes, not at every renewal (#58: 60 requests a minute, for
+/// ever), and the log says when: one round in the window, at most a few requests.
+#[tokio::test]
+async fn an_absent_lease_api_or_right_is_asked_again_in_minutes() {
+    let legacy = Bed::legacy(&["example.com/init"]).await;
+    let denied = rbac_bed(true).await;
+    let ((absent, absent_said), (forbidden, forbidden_said)) = tokio::join!(
+        lease_requests_in_the_window(&legacy, "no Lease API"),
+        lease_requests_in_the_window(&denied, "grant get, list, create"),
+    );
+    eprintln!(
+        "in {ABSENT_WINDOW:?}: {} Lease requests without the API, {} without the right",
+        absent.len(),
+        forbidden.len()
+    );
+    for (what, seen, said, code) in [
+        ("without the API", &absent, &absent_said, 404),
+        ("without the right", &forbidden, &forbidden_said, 403),
+    ] {
+        assert!(!seen.is_empty(), "{what}: never asked");
+        assert!(
+            seen.len() <= 4,
+            "{what}: {} Lease requests: {seen:#?}",
+            seen.len()
+        );
+        assert!(
+            seen.iter().all(|r| r.ends_with(&format!(" {code}"))),
+            "{what}: {seen:#?}"
+        );
+        assert!(said.contains(msg::LOOKING_AGAIN), "{what}: {said}");
+    }
 }
 
 #[tokio::test]

@@ -31,7 +31,7 @@ use serde_json::json;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::metrics::Metrics;
+use crate::{failure, metrics::Metrics, text};
 pub use rank::{Renewal, Seen, rank};
 
 /// How often the Lease is renewed and the others' listed.
@@ -152,7 +152,9 @@ impl Peers {
 }
 
 /// Keeps this instance's Lease and the list of those alive until `stop`; then deletes its
-/// Lease, so that the others stop counting it at once.
+/// Lease, so that the others stop counting it at once. A round that fails is tried again
+/// the next period, unless the server said there is no Lease API or no right to it
+/// (`retry_in`): then in minutes.
 pub async fn run(
     peers: Arc<Peers>,
     client: Client,
@@ -163,18 +165,18 @@ pub async fn run(
     let api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
     let mut seen = Seen::default();
     let mut said = Said::default();
-    let mut tick = tokio::time::interval(PERIOD);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut next = Instant::now();
     tokio::pin!(stop);
     loop {
         tokio::select! {
-            _ = tick.tick() => {}
+            _ = tokio::time::sleep_until(next) => {}
             _ = &mut stop => break,
         }
-        let live = match round(&peers, &api, &mut seen).await {
+        let began = Instant::now();
+        let (live, wait) = match round(&peers, &api, &mut seen).await {
             Ok(live) => {
                 said.sharing(&namespace, &live);
-                Some(live)
+                (Some(live), PERIOD)
             }
             Err(e) => {
                 let starting = tokio::time::timeout(
@@ -184,20 +186,39 @@ pub async fn run(
                 .await
                 .ok()
                 .flatten();
+                let wait = retry_in(&e, starting.is_some());
                 let old_server = matches!(&e, kube::Error::Api(s) if s.code == 404);
-                said.failing(describe(&e, &namespace, starting.as_deref()), old_server);
-                None
+                said.failing(
+                    describe(&e, &namespace, starting.as_deref()),
+                    old_server,
+                    wait,
+                );
+                (None, wait)
             }
         };
         let n = live.as_ref().map_or(0, Vec::len);
         metrics.peers.set(i64::try_from(n).unwrap_or(i64::MAX));
         peers.set(live);
+        // From the round's start, as a ticker would: a slow round does not slow the pace.
+        next = began + wait;
     }
     let _ = tokio::time::timeout(
         PERIOD,
         api.delete(&peers.lease_name(), &DeleteParams::default()),
     )
     .await;
+}
+
+/// When to try again after a failed round: in `failure::ABSENT` when the server has no
+/// Lease API or no such namespace (404) or denies the rights (403, unless it is `starting`,
+/// whose denial lasts a second or so), for those end only by someone's hand; the next
+/// period after anything else (an error answer, a timeout, no connection), which passes.
+fn retry_in(e: &kube::Error, starting: bool) -> Duration {
+    if failure::absent(e) && !starting {
+        failure::ABSENT
+    } else {
+        PERIOD
+    }
 }
 
 /// What was said last, so that a state is logged once when it begins.
@@ -217,15 +238,25 @@ impl Said {
         (self.sharing, self.failing, self.denied_since) = (true, None, None);
     }
 
-    /// Not sharing, for the reason `said`; a warning unless it is the server's age.
-    fn failing(&mut self, said: String, old_server: bool) {
+    /// Not sharing, for the reason `said`, looking again after `wait`; a warning unless it
+    /// is the server's age. A wait of minutes is said with the line (the next look that
+    /// finds the same is not news).
+    fn failing(&mut self, said: String, old_server: bool, wait: Duration) {
+        let again = match wait {
+            w if w > PERIOD => format!("; looking again in {}", text::duration(w)),
+            _ => String::new(),
+        };
         if self.failing.as_deref() != Some(said.as_str()) {
             if old_server {
-                info!("{said}: every instance clears every object at once");
-            } else {
+                info!("{said}: every instance clears every object at once{again}");
+            } else if again.is_empty() {
                 warn!("{said}: every object at once until it works");
+            } else {
+                warn!("{said}: every object at once{again}");
             }
             self.failing = Some(said);
+        } else if !again.is_empty() {
+            debug!("{said}: still{again}");
         }
         self.sharing = false;
     }
@@ -348,6 +379,7 @@ fn describe(e: &kube::Error, namespace: &str, starting: Option<&str>) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     const DELAY: Duration = Duration::from_millis(500);
 
@@ -439,5 +471,141 @@ mod tests {
             "not among the listed"
         );
         assert_eq!(Peers::alone().turn(Some("u"), Instant::now()), Turn::NOW);
+    }
+
+    /// A server whose Lease requests are answered `code` (200: as the API server would),
+    /// whose `/readyz` is `readyz`; the Lease requests it saw, with when.
+    struct Server {
+        code: Arc<std::sync::atomic::AtomicU16>,
+        seen: Arc<Mutex<Vec<(Instant, String)>>>,
+    }
+
+    impl Server {
+        fn start(code: u16, readyz: u16) -> (Server, Client) {
+            use std::sync::atomic::{AtomicU16, Ordering};
+            let server = Server {
+                code: Arc::new(AtomicU16::new(code)),
+                seen: Arc::default(),
+            };
+            let (codes, seen) = (server.code.clone(), server.seen.clone());
+            let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+                let path = req.uri().path().to_string();
+                let (code, body) = if path == "/readyz" {
+                    (readyz, json!({}))
+                } else {
+                    seen.lock()
+                        .unwrap()
+                        .push((Instant::now(), format!("{} {path}", req.method())));
+                    let code = codes.load(Ordering::SeqCst);
+                    (code, answer(code, req.method()))
+                };
+                let res = http::Response::builder()
+                    .status(code)
+                    .body(kube::client::Body::from(body.to_string().into_bytes()));
+                async move { res }
+            });
+            (server, Client::new(service, "default"))
+        }
+
+        /// The Lease requests seen in `[from, to)` after `t0`.
+        fn between(&self, t0: Instant, from: u64, to: u64) -> Vec<String> {
+            let (from, to) = (Duration::from_secs(from), Duration::from_secs(to));
+            let seen = self.seen.lock().unwrap();
+            seen.iter()
+                .filter(|(at, _)| (from..to).contains(&at.duration_since(t0)))
+                .map(|(_, what)| what.clone())
+                .collect()
+        }
+    }
+
+    fn answer(code: u16, method: &http::Method) -> Value {
+        match (code, method.as_str()) {
+            (200, "GET") => json!({"apiVersion": "coordination.k8s.io/v1", "kind": "LeaseList",
+                                   "metadata": {}, "items": []}),
+            (200, _) => json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                               "metadata": {"name": "metainit-me", "namespace": "default"}}),
+            (code, _) => {
+                let reason = match code {
+                    403 => "Forbidden",
+                    404 => "NotFound",
+                    _ => "InternalError",
+                };
+                json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                       "message": "no", "reason": reason, "code": code})
+            }
+        }
+    }
+
+    /// `run` on `client` until `until` from now.
+    fn run_for(client: Client, until: Duration) -> (Arc<Peers>, tokio::task::JoinHandle<()>) {
+        let peers = Peers::new("me".into(), DELAY);
+        let metrics = Arc::new(Metrics::default());
+        let task = tokio::spawn(run(
+            peers.clone(),
+            client,
+            "default".into(),
+            metrics,
+            tokio::time::sleep(until),
+        ));
+        (peers, task)
+    }
+
+    /// No Lease API (a PATCH and a POST answered 404 each round) or no right to it (the
+    /// PATCH answered 403 by a server that is up): a round, then one five minutes later,
+    /// where every period used to be one (300 rounds in the ten minutes).
+    #[tokio::test(start_paused = true)]
+    async fn no_lease_api_or_right_is_asked_again_in_five_minutes() {
+        for (code, per_round) in [(404, ["PATCH", "POST"].as_slice()), (403, &["PATCH"])] {
+            let (server, client) = Server::start(code, 200);
+            let t0 = Instant::now();
+            let (_, task) = run_for(client, Duration::from_secs(590));
+            task.await.unwrap();
+            let methods = |from, to| -> Vec<String> {
+                let seen = server.between(t0, from, to);
+                seen.iter()
+                    .map(|w| w.split(' ').next().unwrap_or("").to_string())
+                    .collect()
+            };
+            assert_eq!(methods(0, 1), per_round, "{code}");
+            assert!(methods(1, 300).is_empty(), "{code}: {:?}", methods(1, 300));
+            assert_eq!(methods(300, 301), per_round, "{code}");
+            assert!(methods(301, 590).is_empty(), "{code}");
+            assert_eq!(
+                methods(590, 591),
+                ["DELETE"],
+                "{code}: its Lease at the end"
+            );
+        }
+    }
+
+    /// Anything else is tried again the next period: a 500, and a 403 from a server whose
+    /// `/readyz` says it is still starting.
+    #[tokio::test(start_paused = true)]
+    async fn other_failures_are_tried_again_each_period() {
+        for (code, readyz) in [(500, 200), (503, 200), (403, 500)] {
+            let (server, client) = Server::start(code, readyz);
+            let t0 = Instant::now();
+            let (_, task) = run_for(client, Duration::from_secs(21));
+            task.await.unwrap();
+            // At 0 s, 2 s, ... 20 s: a PATCH each (the DELETE at the end comes at 21 s).
+            let rounds = server.between(t0, 0, 21).len();
+            assert_eq!(rounds, 11, "{code} /readyz {readyz}");
+        }
+    }
+
+    /// Once the API answers, the next look finds it and sharing goes on each period.
+    #[tokio::test(start_paused = true)]
+    async fn sharing_resumes_at_the_next_look() {
+        let (server, client) = Server::start(404, 200);
+        let t0 = Instant::now();
+        let (peers, task) = run_for(client, Duration::from_secs(311));
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        server.code.store(200, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(250)).await;
+        assert!(peers.live.lock().unwrap().is_some(), "sharing again");
+        task.await.unwrap();
+        assert!(server.between(t0, 1, 300).is_empty());
+        // At 300 s, 302 s, ... 310 s: a PATCH and a LIST each, and the DELETE at the end.
+        assert_eq!(server.between(t0, 300, 312).len(), 6 * 2 + 1);
     }
 }

@@ -627,6 +627,8 @@ pub mod msg {
     pub const WEBHOOKS_TOO_OLD: &str = "--webhooks needs Kubernetes 1.21 or later";
     pub const NO_WEBHOOK_DOWN: &str = "no webhook of a labelled configuration is down or exempted";
     pub const FAILING_CLOSED: &str = "failing closed on ";
+    /// An API that answered 404 or 403 as a whole, asked again in minutes (#58).
+    pub const LOOKING_AGAIN: &str = "looking again in 5m";
 
     pub const ALL: &[&str] = &[
         PROXY,
@@ -683,6 +685,7 @@ pub mod msg {
         WEBHOOKS_TOO_OLD,
         NO_WEBHOOK_DOWN,
         FAILING_CLOSED,
+        LOOKING_AGAIN,
     ];
 }
 
