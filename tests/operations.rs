@@ -248,6 +248,50 @@ async fn event_failures_never_block_a_clear() {
     assert!(m.stop().await.success());
 }
 
+/// A namespace whose Events are refused (403: no right to write them) is remembered: the
+/// pods cleared there after the first get no Event and no refused POST each (#58), for
+/// five minutes, and the line says so.
+#[tokio::test]
+async fn refused_events_are_asked_for_again_in_minutes() {
+    let bed = Bed::as_user(
+        kube_double::Config::modern(),
+        &["get pods", "list pods", "watch pods", "patch pods"],
+    )
+    .await;
+    let m = bed.metainit(&["--mode", "scheduling-gates"]);
+    let addr = m.admin_addr().await;
+    let create = |name: &str| {
+        bed.double
+            .create("pods", "default", gated_pod(name, true, &[KUEUE]))
+            .unwrap();
+    };
+    create("first");
+    m.logged("the refusal said", |l| l.contains("cannot write the Event"))
+        .await;
+    for i in 0..5 {
+        create(&format!("then-{i}"));
+    }
+    metrics_until(&addr, "six Events not written", WAIT, |t| {
+        metric(t, "metainit_event_failures_total") == Some(6.0)
+    })
+    .await;
+    let posts = bed
+        .double
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path_and_query.contains("/events"))
+        .count();
+    assert_eq!(posts, 1, "one refused POST, then none");
+    let refused: Vec<String> = m
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("cannot write the Event"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    assert!(refused[0].contains(msg::LOOKING_AGAIN), "{}", refused[0]);
+    assert!(m.stop().await.success());
+}
+
 #[tokio::test]
 async fn sigterm_lets_in_flight_patches_finish() {
     let bed = Bed::modern().await;

@@ -1,8 +1,11 @@
 //! Sends the Events in the background, a bounded number waiting, through the direct
-//! request path.
+//! request path. A namespace whose Events the server refuses as a whole (403: no right to
+//! write them there, or it is being deleted; 404: no such namespace) gets none for
+//! `failure::ABSENT`, then is asked again: not a refused POST and a warning for every object
+//! cleared there.
 
 use std::{
-    collections::VecDeque,
+    collections::{HashMap, VecDeque},
     sync::{
         Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
@@ -11,14 +14,15 @@ use std::{
 };
 
 use backon::{ExponentialBuilder, Retryable};
-use tokio::sync::Notify;
+use tokio::{sync::Notify, time::Instant};
 use tracing::{debug, warn};
 
 use super::Event;
 use crate::{
     client::Direct,
-    failure::{Class, Failure, retry_after},
+    failure::{self, Class, Failure, retry_after},
     metrics::Metrics,
+    text,
 };
 
 /// An Event ready to be written: its namespace and its body.
@@ -62,6 +66,36 @@ async fn publish(direct: &Direct, event: &Prepared) -> Result<(), kube::Error> {
 /// At most this many Events wait to be written; more are dropped, and counted.
 pub const QUEUE_LIMIT: usize = 1024;
 
+/// The namespaces whose Events the server refused as a whole, each until it is asked again.
+#[derive(Default)]
+struct Refused(Mutex<HashMap<String, Instant>>);
+
+impl Refused {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `namespace`'s Events are not sent now; one whose time is up is forgotten, and
+    /// its next Event asks again.
+    fn holds(&self, namespace: &str) -> bool {
+        let mut all = self.lock();
+        match all.get(namespace) {
+            Some(until) if Instant::now() < *until => true,
+            Some(_) => {
+                all.remove(namespace);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// `namespace` refused, until `failure::ABSENT` from now.
+    fn remember(&self, namespace: &str) {
+        let until = Instant::now() + failure::ABSENT;
+        self.lock().insert(namespace.to_string(), until);
+    }
+}
+
 /// Writes Events in the background, a few at a time (a few workers) so that in a burst
 /// they trail the clearing instead of competing with it for the server; retries a
 /// transient failure a few times with backoff; bounds what waits, each Event as its
@@ -75,6 +109,7 @@ pub struct Sink {
     /// Events queued or being written.
     queued: AtomicUsize,
     idle: Notify,
+    refused: Refused,
 }
 
 impl Sink {
@@ -87,6 +122,7 @@ impl Sink {
             ready: Notify::new(),
             queued: AtomicUsize::new(0),
             idle: Notify::new(),
+            refused: Refused::default(),
         });
         for _ in 0..concurrency.max(1) {
             tokio::spawn(Arc::clone(&sink).work());
@@ -121,6 +157,13 @@ impl Sink {
                 ready.await;
                 continue;
             };
+            if self.refused.holds(&event.namespace) {
+                self.metrics.event_failures.inc();
+                debug!(object = %event.key, namespace = %event.namespace,
+                       "Event not written: the server refused this namespace's Events a moment ago");
+                self.done();
+                continue;
+            }
             let retry = ExponentialBuilder::default()
                 .with_min_delay(Duration::from_millis(200))
                 .with_max_delay(Duration::from_secs(5))
@@ -138,7 +181,14 @@ impl Sink {
                 .await;
             if let Err(f) = result {
                 self.metrics.event_failures.inc();
-                warn!(object = %event.key, error = %f, "cannot write the Event");
+                if failure::absent(&f.error) {
+                    self.refused.remember(&event.namespace);
+                    warn!(object = %event.key, error = %f,
+                          "cannot write the Event: none written in {} meanwhile, looking again in {}",
+                          event.namespace, text::duration(failure::ABSENT));
+                } else {
+                    warn!(object = %event.key, error = %f, "cannot write the Event");
+                }
             }
             self.done();
         }
@@ -201,5 +251,19 @@ mod tests {
         assert_eq!(ours.headers(), kubes.headers());
         assert_eq!(ours.body(), kubes.body());
         assert_eq!(ours.extensions().get::<&str>(), Some(&"create"));
+    }
+
+    /// A namespace refused is held for five minutes, then asked again; the others not.
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_namespace_is_asked_again_in_minutes() {
+        let refused = Refused::default();
+        refused.remember("a");
+        assert!(refused.holds("a"));
+        assert!(!refused.holds("b"));
+        tokio::time::advance(failure::ABSENT - Duration::from_secs(1)).await;
+        assert!(refused.holds("a"));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(!refused.holds("a"), "asked again");
+        assert!(refused.lock().is_empty(), "and forgotten");
     }
 }
