@@ -10,7 +10,8 @@
 //!
 //! Nothing here can stop clearing: without the Lease API (Kubernetes 1.13) or the rights
 //! (a cluster whose RBAC predates them), or while this instance's API server is away, this
-//! instance patches every object at once, as a single instance does.
+//! instance patches every object at once, as a single instance does; it asks for the Lease
+//! again in minutes when the API or the rights are missing (`retry_in`), else each period.
 
 mod rank;
 
