@@ -133,6 +133,8 @@ async fn held(n: usize) -> Held {
         &flags,
     );
     let list = listed(&bed, m.spawned, 1, &mut m).await;
+    // Said at once: a build that lists slowly may not resync within the bench's bound.
+    eprintln!("scale: held: first list {:.2} s", list.as_secs_f64());
     let (metainit_cpu, double_cpu) = (m.cpu() - cpu0, own_cpu() - double0);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let after_list = m.memory();
