@@ -202,7 +202,7 @@ async fn an_absent_lease_api_or_right_is_asked_again_in_minutes() {
     let denied = rbac_bed(true).await;
     let ((absent, absent_said), (forbidden, forbidden_said)) = tokio::join!(
         lease_requests_in_the_window(&legacy, "no Lease API"),
-        lease_requests_in_the_window(&denied, "grant get, list, create"),
+        lease_requests_in_the_window(&denied, "grant list, create, patch and delete"),
     );
     eprintln!(
         "in {ABSENT_WINDOW:?}: {} Lease requests without the API, {} without the right",

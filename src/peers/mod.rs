@@ -366,7 +366,7 @@ fn describe(e: &kube::Error, namespace: &str, starting: Option<&str>) -> String 
             starting.unwrap_or_default()
         ),
         kube::Error::Api(s) if s.code == 403 => format!(
-            "cannot keep this instance's Lease in {namespace} ({} {}): grant get, list, create, patch and delete on leases there (manifests/rbac.yaml)",
+            "cannot keep this instance's Lease in {namespace} ({} {}): grant list, create, patch and delete on leases there (manifests/rbac.yaml)",
             s.code, s.reason
         ),
         kube::Error::Api(s) if s.code == 404 => format!(
