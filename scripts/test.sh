@@ -37,6 +37,9 @@ python3 scripts/check-links.py
 step "scripts/check-commands.py (every shell block of the docs marked: run on the node or here, in a named test, or not run and why)"
 python3 scripts/check-commands.py
 
+step "scripts/rights-table.py --check (SECURITY.md's table of rights is what the manifests' roles grant)"
+python3 scripts/rights-table.py --check
+
 step "cargo build --workspace"
 cargo build --workspace
 
