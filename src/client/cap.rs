@@ -62,7 +62,7 @@ fn cap_of<B>(req: &Request<B>) -> Option<TooLarge> {
         return None;
     }
     Some(match Kind::of(req) {
-        Kind::List => TooLarge {
+        Kind::List | Kind::Continue => TooLarge {
             limit: PAGE,
             what: "one page of a list",
         },
@@ -213,6 +213,8 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(too_large(&*page).unwrap().limit, PAGE);
+        let later = get("/api/v1/pods?limit=500&continue=abc");
+        assert_eq!(read(later, 8, MIB).await.unwrap(), PAGE, "a later page too");
         // A watch streams for minutes: its lines are capped, not the whole.
         let watch = get("/api/v1/pods?watch=true");
         assert_eq!(read(watch, 64, MIB).await.unwrap(), 64 * MIB);
