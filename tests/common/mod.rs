@@ -211,6 +211,8 @@ pub struct Metainit {
     pub child: Child,
     pub stderr: Arc<Mutex<Vec<String>>>,
     pub stdout: Arc<Mutex<Vec<String>>>,
+    /// The tasks reading its pipes: done once they read the end of each.
+    readers: Vec<tokio::task::JoinHandle<()>>,
 }
 
 /// `test-PID-N`: a name no other metainit this machine runs has.
@@ -248,12 +250,15 @@ impl Metainit {
             .expect("metainit starts");
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let stdout = Arc::new(Mutex::new(Vec::new()));
-        collect(child.stderr.take().expect("stderr"), stderr.clone());
-        collect(child.stdout.take().expect("stdout"), stdout.clone());
+        let readers = vec![
+            collect(child.stderr.take().expect("stderr"), stderr.clone()),
+            collect(child.stdout.take().expect("stdout"), stdout.clone()),
+        ];
         Metainit {
             child,
             stderr,
             stdout,
+            readers,
         }
     }
 
@@ -322,8 +327,12 @@ impl Metainit {
     pub async fn wait(&mut self, limit: Duration) -> ExitStatus {
         match tokio::time::timeout(limit, self.child.wait()).await {
             Ok(status) => {
-                // Let the readers drain the pipes.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // The readers have read every line once they meet the pipes' end (a fixed
+                // 50 ms here once lost the last lines on a loaded machine).
+                for reader in self.readers.drain(..) {
+                    let drained = tokio::time::timeout(Duration::from_secs(10), reader).await;
+                    assert!(drained.is_ok(), "metainit's pipes not drained within 10s");
+                }
                 status.expect("wait")
             }
             Err(_) => panic!(
@@ -349,13 +358,16 @@ impl Metainit {
     }
 }
 
-fn collect<R: tokio::io::AsyncRead + Unpin + Send + 'static>(r: R, into: Arc<Mutex<Vec<String>>>) {
+fn collect<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
+    r: R,
+    into: Arc<Mutex<Vec<String>>>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut lines = BufReader::new(r).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             into.lock().unwrap().push(line);
         }
-    });
+    })
 }
 
 /// Runs metainit to completion with `args` (no kubeconfig added), returning exit code, stdout and stderr.
