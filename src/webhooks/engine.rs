@@ -331,7 +331,9 @@ impl Engine {
         };
         // Success only when the configuration shows it.
         if !patch::shows(&hook::hooks(&answer.data), &seen.hooks, steps) {
-            return Err(kept(seen, &answer, steps));
+            let names = steps.iter().filter_map(|(i, _)| seen.hook(*i));
+            let names = names.map(|h| h.name.clone()).collect();
+            return Err(patch::kept(names, &answer));
         }
         for (index, step) in steps {
             let Some(h) = seen.hook(*index) else {
@@ -379,31 +381,4 @@ impl Engine {
         let request = clear::patch_request(url, body)?;
         clear::outcome(self.client.request::<DynamicObject>(request).await)
     }
-}
-
-/// A PATCH of a configuration answered with success whose object does not show `steps`.
-fn kept(seen: &Seen<'_>, answer: &DynamicObject, steps: &[(usize, Step)]) -> Failure {
-    let names = steps
-        .iter()
-        .filter_map(|(i, _)| seen.hook(*i).map(|h| h.name.clone()))
-        .collect();
-    let meta = &answer.metadata;
-    let object = crate::object::Held {
-        metadata: crate::object::HeldMeta {
-            meta: kube::core::ObjectMeta {
-                name: meta.name.clone(),
-                uid: meta.uid.clone(),
-                resource_version: meta.resource_version.clone(),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-        spec: None,
-    };
-    Failure::kept(Box::new(crate::blocker::Kept {
-        what: "webhooks unchanged:",
-        names,
-        manager: None,
-        object,
-    }))
 }

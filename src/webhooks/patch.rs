@@ -76,6 +76,30 @@ pub fn shows(answered: &[Hook], seen: &[Hook], steps: &[(usize, Step)]) -> bool 
     })
 }
 
+/// A PATCH of a configuration answered with success whose webhooks (`names`) do not show
+/// its steps: the failure `kept`.
+pub fn kept(names: Vec<String>, answer: &kube::api::DynamicObject) -> crate::failure::Failure {
+    let meta = &answer.metadata;
+    let object = crate::object::Held {
+        metadata: crate::object::HeldMeta {
+            meta: kube::core::ObjectMeta {
+                name: meta.name.clone(),
+                uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        spec: None,
+    };
+    crate::failure::Failure::kept(Box::new(crate::blocker::Kept {
+        what: "webhooks unchanged:",
+        names,
+        manager: None,
+        object,
+    }))
+}
+
 /// The operations of one step on `hook`, onto `ops`; its record in `recs` follows.
 fn step_ops(
     hook: &Hook,
