@@ -7,8 +7,8 @@
 # then set the image in manifests/metainit.yaml or manifests/deployment/kustomization.yaml:
 #   docker buildx build --platform linux/amd64,linux/arm64 \
 #     --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" \
-#     --build-arg SOURCE=https://github.com/OWNER/metainit \
-#     -t ghcr.io/example/metainit:0.1.0 --push .
+#     --build-arg SOURCE=https://github.com/metainit/metainit \
+#     -t ghcr.io/metainit/metainit:0.1.0 --push .
 # VERSION and REVISION become the image's OCI labels, and REVISION the commit that
 # `metainit --version` prints (the build context has no .git to read it from).
 # scripts/build-image.sh (what docs/src/install/image.md has users run: no base image

@@ -136,7 +136,7 @@ kind: Kustomization
 resources:
 - $base
 images:
-- name: ghcr.io/example/metainit
+- name: ghcr.io/metainit/metainit
   newName: ${image%@*}
   digest: ${image#*@}
 EOF

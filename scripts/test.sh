@@ -34,6 +34,9 @@ bash scripts/check-book.sh
 step "scripts/check-links.py (links, anchors and pointers to headings, offline)"
 python3 scripts/check-links.py
 
+step "scripts/check-address.py (the repository, image and chart address: Cargo.toml's, everywhere)"
+python3 scripts/check-address.py
+
 step "scripts/check-commands.py (every shell block of the docs marked: run on the node or here, in a named test, or not run and why)"
 python3 scripts/check-commands.py
 

@@ -382,7 +382,7 @@ fn the_krew_manifest_renders_what_krew_requires() {
         assert_eq!(
             uri,
             format!(
-                "https://github.com/example/metainit/releases/download/v1.2.3/metainit-v1.2.3-linux-{arch}.tar.gz"
+                "https://github.com/metainit/metainit/releases/download/v1.2.3/metainit-v1.2.3-linux-{arch}.tar.gz"
             )
         );
         let hex = p["sha256"].as_str().expect("sha256");
