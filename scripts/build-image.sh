@@ -3,12 +3,14 @@
 # multi-architecture tag to your registry, and writes each install form set to the pushed
 # image by digest (docs/src/install/image.md):
 #
-#   bash scripts/build-image.sh [--platforms amd64,arm64] [--out DIR] [--insecure] REPOSITORY[:TAG]
+#   bash scripts/build-image.sh [--platforms amd64,arm64] [--out DIR] [--binaries DIR] [--insecure] REPOSITORY[:TAG]
 #
 #   REPOSITORY   where to push, e.g. registry.example.com/platform/metainit; TAG defaults to
 #                the crate's version (Cargo.toml)
 #   --platforms  amd64,arm64 (the default), amd64 or arm64
 #   --out DIR    where the forms are written (default: target/image)
+#   --binaries DIR  also keep each architecture's static binary and its SBOM, as
+#                DIR/linux-ARCH/metainit and DIR/linux-ARCH/metainit.cdx.json
 #   --insecure   the registry speaks plain HTTP, or its certificate is not trusted here
 #                (buildah's --tls-verify=false)
 #
@@ -35,12 +37,13 @@ source "$here/scripts/lib/revision.sh"
 
 platforms=(amd64 arm64)
 out=$here/target/image
+binaries=
 tls_verify=true
 reference=
 
 usage() {
   [[ -z ${1:-} ]] || echo "build-image: $1" >&2
-  echo "usage: build-image.sh [--platforms amd64,arm64] [--out DIR] [--insecure] REPOSITORY[:TAG]" >&2
+  echo "usage: build-image.sh [--platforms amd64,arm64] [--out DIR] [--binaries DIR] [--insecure] REPOSITORY[:TAG]" >&2
   exit 2
 }
 
@@ -51,8 +54,9 @@ parse() {
       --platforms=*) IFS=, read -ra platforms <<<"${1#*=}" ;;
       --out) [[ $# -ge 2 ]] || usage "--out needs a directory"; out=$2; shift ;;
       --out=*) out=${1#*=} ;;
+      --binaries) [[ $# -ge 2 ]] || usage "--binaries needs a directory"; binaries=$2; shift ;;
       --insecure) tls_verify=false ;;
-      -h | --help) sed -n '2,27s/^# \{0,1\}//p' "$0"; exit 0 ;;
+      -h | --help) sed -n '2,29s/^# \{0,1\}//p' "$0"; exit 0 ;;
       -*) usage "unknown option $1" ;;
       *) [[ -z $reference ]] || usage "one REPOSITORY, not '$reference' and '$1'"; reference=$1 ;;
     esac
@@ -95,13 +99,14 @@ check_tools() {
 build_images() {
   local arch revision source
   revision=$(revision)
-  source=$(git -C "$here" remote get-url origin 2>/dev/null || true)
-  [[ $source == https://* ]] || source=
+  source=$(crate_field repository)
   for arch in "${platforms[@]}"; do
     echo "build-image: building linux/$arch (metainit $version, revision ${revision:0:12})" >&2
     METAINIT_REVISION=$revision bash "$here/scripts/build-static.sh" "$arch" "$tmp/bin/$arch/metainit" >&2
     image_build "$arch" "$tmp/bin/$arch/metainit" "localhost/metainit-build:$arch" \
       "$tmp/context-$arch" "$version" "$revision" "$source"
+    [[ -z $binaries ]] || install -D -m 0755 -t "$binaries/linux-$arch" \
+      "$tmp/bin/$arch/metainit" "$tmp/bin/$arch/metainit.cdx.json"
   done
 }
 

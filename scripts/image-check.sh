@@ -63,8 +63,7 @@ version=$(crate_version) || die "cargo metadata"
 source scripts/lib/revision.sh
 revision=$(revision)
 commit=${revision:0:12}
-source_url=$(git remote get-url origin 2>/dev/null || true)
-[[ $source_url == https://* ]] || source_url=""
+source_url=$(crate_field repository) || die "cargo metadata"
 echo "metainit $version, revision $revision"
 
 tmp=$(mktemp -d)

@@ -34,6 +34,9 @@ bash scripts/check-book.sh
 step "scripts/check-links.py (links, anchors and pointers to headings, offline)"
 python3 scripts/check-links.py
 
+step "scripts/check-workflows.sh (the forge's release workflow: actionlint, from its Go module, with shellcheck)"
+bash scripts/check-workflows.sh
+
 step "scripts/check-address.py (the repository, image and chart address: Cargo.toml's, everywhere)"
 python3 scripts/check-address.py
 

@@ -23,10 +23,19 @@ image_build() {
     -f "$context/Containerfile" -t "$tag" "$context" >/dev/null
 }
 
-# crate_version: metainit's version, from Cargo.toml.
-crate_version() {
+# crate_field KEY: a field of metainit's package in Cargo.toml (version, repository), or of
+# its [package.metadata.release] table (release.image, release.charts).
+crate_field() {
   cargo metadata --format-version 1 --no-deps --manifest-path \
     "$(dirname "${BASH_SOURCE[0]}")/../../Cargo.toml" | python3 -c '
 import json, sys
-print([p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "metainit"][0])'
+package = [p for p in json.load(sys.stdin)["packages"] if p["name"] == "metainit"][0]
+key = sys.argv[1]
+value = package["metadata"]["release"][key[8:]] if key.startswith("release.") else package[key]
+print(value)' "$1"
+}
+
+# crate_version: metainit's version, from Cargo.toml.
+crate_version() {
+  crate_field version
 }
