@@ -18,6 +18,7 @@ the schema does not know. Needs python3 with PyYAML.
 import json
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -136,7 +137,8 @@ def table():
 def chart_readme(made):
     """The chart's README: what it is, how to install it, its values."""
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    name, app = chart["name"], chart["appVersion"]
+    name, app, version = chart["name"], chart["appVersion"], chart["version"]
+    charts = tomllib.loads((ROOT / "Cargo.toml").read_text())["package"]["metadata"]["release"]["charts"]
     return f"""<!-- Made by scripts/chart-values.py --write from Chart.yaml and values.yaml: edit those. -->
 # {name}
 
@@ -154,16 +156,17 @@ a deadlock of the whole control plane.
 
 ## Install
 
-No image is published: build and push one to your registry first
-(`bash scripts/build-image.sh REGISTRY/{name}`, the project's docs/src/install/image.md;
-it pushes tag {app}), then:
+From a release: the chart in its OCI registry, its default image that release's, by digest:
 
 <!-- commands: node chart-readme -->
 ```sh
-helm install {name} charts/{name} -n kube-system \\
-  --set image.repository=REGISTRY/{name} --set image.tag={app} --wait
+helm install {name} {charts}/{name} --version {version} -n kube-system --wait
 helm test {name} -n kube-system       # every replica's /readyz
 ```
+
+From a release of your own (the project's `scripts/release.sh`), its `--charts` location; from
+a copy of the chart, the image you pushed, by digest: `--set image.repository=REGISTRY/{name}
+--set image.digest=sha256:DIGEST`.
 
 `helm uninstall {name} -n kube-system` removes every object the chart made.
 `values.schema.json` refuses a key it does not know, so a typo fails the install.

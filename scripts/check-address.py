@@ -8,7 +8,8 @@ Cargo.toml's `package.repository` is the repository (https://github.com/OWNER/NA
 defaults). In every tracked text file, a GitHub repository address ending in /metainit, a
 ghcr.io image ending in /metainit and an oci:// charts location must be those; a
 placeholder owner (`OWNER`, `example`) fails; a release download URL on a page must name
-the crate's version (`.../releases/download/vVERSION/`).
+the crate's version (`.../releases/download/vVERSION/`), and an install of the chart from
+an oci:// location its version (Chart.yaml's).
 """
 import re
 import subprocess
@@ -23,6 +24,12 @@ REPO = re.compile(r"https?://github\.com/([\w.-]+)/metainit\b")
 IMAGE = re.compile(r"\bghcr\.io/([\w.-]+)/metainit\b")
 CHARTS = re.compile(r"\boci://ghcr\.io/[\w./-]+")
 DOWNLOAD = re.compile(r"/releases/download/([^/\s`'\"]+)/")
+CHART_VERSION = re.compile(r"\boci://\S+/charts/metainit\b.*?--version (\S+)")
+
+
+def chart_version():
+    chart = (ROOT / "charts/metainit/Chart.yaml").read_text()
+    return re.search(r"^version: (\S+)$", chart, re.M).group(1)
 
 
 def settings():
@@ -60,6 +67,9 @@ def problems_in(name, text, repository, image, charts, version):
             tag = m.group(1)
             if not tag.startswith("{{") and tag != f"v{version}":
                 yield f"{where}: a download of {tag}, not v{version} (Cargo.toml's version)"
+        for m in CHART_VERSION.finditer(line):
+            if m.group(1) != chart_version():
+                yield f"{where}: the chart's version {m.group(1)}, not {chart_version()} (Chart.yaml's)"
         if re.search(r"github\.com/OWNER\b|\bOWNER/metainit", line):
             yield f"{where}: a placeholder owner"
 

@@ -7,7 +7,8 @@
 #                           [--platforms amd64,arm64] [--insecure] VERSION
 #
 #   VERSION      vX.Y.Z (or X.Y.Z): Cargo.toml's version, which the chart's appVersion must
-#                equal; the image is pushed as REPOSITORY:vX.Y.Z, the chart as X.Y.Z
+#                equal; the image is pushed as REPOSITORY:vX.Y.Z, the chart as its own
+#                version (Chart.yaml's `version`, bumped with any change to the chart)
 #   --image      where the image goes (default: Cargo.toml's [package.metadata.release] image)
 #   --charts     where the chart goes (default: Cargo.toml's [package.metadata.release] charts)
 #   --out DIR    where the files go (default: target/release/vX.Y.Z); it must not exist
@@ -22,7 +23,7 @@
 #                                        (`kubectl apply --server-side -f`)
 #   kustomization.yaml                   a kustomization over metainit.yaml, for overlays
 #   values.yaml                          the chart's image.repository and image.digest
-#   metainit-X.Y.Z.tgz                   the chart as pushed, its values set to the digest
+#   metainit-CHART.tgz                   the chart as pushed, its values set to the digest
 #   metainit-vX.Y.Z-linux-ARCH.tar.gz    metainit and kubectl-metainit (the Krew archive)
 #   metainit-vX.Y.Z-linux-ARCH.cdx.json  each binary's bill of materials (CycloneDX)
 #   SHA256SUMS                           `sha256sum -c SHA256SUMS` checks every file
@@ -64,6 +65,11 @@ parse() {
   [[ -n $version ]] || usage "name the version to release, e.g. v$(crate_version)"
 }
 
+# chart_field KEY: a top-level field of charts/metainit/Chart.yaml, its quotes dropped.
+chart_field() {
+  sed -n "s/^$1: \"\{0,1\}\([^\"]*\)\"\{0,1\}\$/\1/p" "$here/charts/metainit/Chart.yaml"
+}
+
 # The version is the crate's and the chart's appVersion; the defaults are Cargo.toml's.
 check_version() {
   local crate app
@@ -72,7 +78,8 @@ check_version() {
   crate=$(crate_version)
   [[ $version == "$crate" ]] \
     || die "v$version is not Cargo.toml's version ($crate): set [package] version to $version first"
-  app=$(sed -n 's/^appVersion: "\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$here/charts/metainit/Chart.yaml")
+  app=$(chart_field appVersion)
+  chart_version=$(chart_field version)
   [[ $app == "$version" ]] \
     || die "charts/metainit/Chart.yaml's appVersion is '$app', not $version: set it first"
   [[ -n $image ]] || image=$(crate_field release.image)
@@ -124,7 +131,7 @@ EOF
   cp "$tmp/forms/values.yaml" "$files/values.yaml"
 }
 
-# The chart, its default image the pushed digest, packaged as VERSION and pushed.
+# The chart, its default image the pushed digest, packaged and pushed.
 push_chart() {
   local chart=$tmp/chart/metainit
   mkdir -p "$tmp/chart"
@@ -133,10 +140,10 @@ push_chart() {
   grep -qx "  digest: \"${pushed#*@}\"" "$chart/values.yaml" \
     || die "charts/metainit/values.yaml has no '  digest: \"\"' line to set"
   sed -i "s|^      image: .*|      image: $pushed|" "$chart/Chart.yaml"
-  "$helm" package "$chart" --version "$version" --app-version "$version" -d "$files" >&2
+  "$helm" package "$chart" -d "$files" >&2
   local plain=()
   ((${#insecure[@]} == 0)) || plain=(--plain-http)
-  "$helm" push "${plain[@]}" "$files/metainit-$version.tgz" "$charts" >&2
+  "$helm" push "${plain[@]}" "$files/metainit-$chart_version.tgz" "$charts" >&2
 }
 
 # Each architecture's binaries in the archive Krew installs from (.krew.yaml), and its SBOM.
@@ -160,12 +167,12 @@ say_next() {
   cat <<EOF
 Released metainit v$version
   image: $pushed
-  chart: $charts/metainit:$version
+  chart: $charts/metainit, version $chart_version
   files: $out
 Attach the files to the release v$version; install from them:
   static pod:  static-pod.yaml into each control-plane node's /etc/kubernetes/manifests/
   Deployment:  kubectl apply --server-side -f metainit.yaml
-  Helm:        helm install metainit $charts/metainit --version $version -n kube-system
+  Helm:        helm install metainit $charts/metainit --version $chart_version -n kube-system
 EOF
 }
 

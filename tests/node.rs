@@ -13,15 +13,17 @@
 //! 5. the deadlock: without metainit's manifest, an installer's controller (gated by its own
 //!    webhook) stays gated for the whole wait; with it, the controller is cleared, Running and
 //!    ready, and then does its job on another pod;
-//! 6. the image a user makes: `scripts/build-image.sh` builds it for amd64 and arm64 and
-//!    pushes it to a registry on the node (Debian's docker-registry, 127.0.0.1 in the node's
-//!    network namespace); the static pod it wrote, in place of the node's own, pulled by
-//!    containerd from there (the registry's log), Running and Ready, clearing a labelled pod;
-//! 7. the Deployment form (manifests/deployment) and the Helm chart, from the kustomization
-//!    and the values build-image.sh wrote, each running the pushed image as a pod on
-//!    the node with the token the kubelet projects, Ready by the kubelet's probes, clearing a
-//!    gated labelled pod (the audit log names its service account); the chart's `helm test`
-//!    passing on that pod, and failing on a release whose metainit cannot be ready;
+//! 6. a release as a user makes one: `scripts/release.sh` builds the image for amd64 and
+//!    arm64 and pushes it, and the chart, to a registry on the node (Debian's
+//!    docker-registry, 127.0.0.1 in the node's network namespace), and writes the release's
+//!    files, served on the node as a forge serves them; the static pod from those files, in
+//!    place of the node's own, pulled by containerd from the registry (its log), Running and
+//!    Ready, clearing a labelled pod;
+//! 7. the Deployment form (the release's `metainit.yaml`) and the Helm chart (from the
+//!    registry), each running the pushed image as a pod on the node with the token the
+//!    kubelet projects, Ready by the kubelet's probes, clearing a gated labelled pod (the
+//!    audit log names its service account); the chart's `helm test` passing on that pod, and
+//!    failing on a release whose metainit cannot be ready;
 //! 8. the guides' blocks at a workstation (the installed binary): the kubectl plugin, the
 //!    completions and man pages, an orphaned gate removed by hand;
 //! 9. a node restart: the kubelet, every container and containerd stopped, then started on
@@ -264,8 +266,8 @@ fn a_control_plane_node_boots_with_metainit_and_breaks_an_installers_deadlock() 
     limits::as_shipped(&node);
     never_restarted(&node, &boot);
     the_deadlock(&node);
-    let registry = registry::Registry::start(&node);
-    let pushed = registry.build_and_push(&node);
+    let mut registry = registry::Registry::start(&node);
+    let pushed = registry.release(&node);
     registry::the_static_pod_from_it(&node, &registry, &pushed);
     // The other two forms, with the static pod out of the way.
     park(&node);

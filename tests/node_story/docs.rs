@@ -9,8 +9,12 @@
 //! port-forward) is stopped. It fails if the script fails, or if its output lacks a text a
 //! trailing comment quotes (`# "ok"`; a trailing `...` is left out).
 //!
-//! The substitutions, and nothing else: `target/image` is build-image.sh's `--out`
-//! directory for this node; `REGISTRY/metainit` the repository it pushed to; `metainit-NODE` the node's mirror pod; `NAMESPACE` and `NAME`
+//! The substitutions, and nothing else: the release's download address
+//! (`https://github.com/metainit/metainit/releases/download/vVERSION`) is a server of the
+//! files scripts/release.sh wrote for this node, on the node's 127.0.0.1; the release's chart
+//! (`oci://ghcr.io/metainit/charts/metainit`) is the one it pushed to the node's registry,
+//! which speaks plain HTTP (`--plain-http` added); `REGISTRY/metainit` the repository it
+//! pushed the image to; `metainit-NODE` the node's mirror pod; `NAMESPACE` and `NAME`
 //! the Deployment the step made for the block (`docs`, `labelled`); Gatekeeper's two webhook
 //! configurations, `guard` (tests/node_webhook.rs's webhook, whose configurations are both
 //! named so).
@@ -21,39 +25,54 @@ use crate::common::{
     node::{Node, without_cargo_env},
 };
 
-/// What build-image.sh pushed (tests/node_story/registry.rs): `REPOSITORY@DIGEST`, and the
-/// directory of the forms set to it.
+/// What scripts/release.sh pushed and wrote (tests/node_story/registry.rs): the image as
+/// `REPOSITORY@DIGEST`, the directory of the release's files, the address they are served at
+/// on the node, and the oci:// location the chart was pushed under.
 pub struct Pushed {
     pub image: String,
     pub out: std::path::PathBuf,
+    pub release_url: String,
+    pub charts: String,
+}
+
+/// The address the pages download the release's files from.
+pub fn download_url() -> String {
+    format!(
+        "https://github.com/metainit/metainit/releases/download/v{}",
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 fn substituted(body: &str, node: &Node, pushed: Option<&Pushed>) -> String {
-    let out = match pushed {
-        Some(pushed) => pushed.out.display().to_string(),
-        None => {
-            assert!(
-                !body.contains("target/image"),
-                "{body}: no image pushed yet"
-            );
-            "target/image".to_string()
-        }
-    };
-    let repository = pushed.map(|p| p.image.split_once('@').unwrap().0.to_string());
-    body.replace("target/image", &out)
-        .replace(
-            "REGISTRY/metainit",
-            repository.as_deref().unwrap_or("REGISTRY/metainit"),
-        )
-        .replace(
-            "metainit-NODE",
-            &format!("metainit-{}", node.get("NODE_NAME")),
-        )
-        .replace("NAMESPACE", "docs")
-        .replace("gatekeeper-validating-webhook-configuration", "guard")
-        .replace("gatekeeper-mutating-webhook-configuration", "guard")
-        .replace(" NAME ", " labelled ")
+    let needs_release = body.contains(&download_url()) || body.contains(CHART);
+    assert!(
+        pushed.is_some() || !needs_release,
+        "{body}: nothing released yet"
+    );
+    assert!(
+        !body.contains("target/image"),
+        "{body}: a run block installs from a release, not from build-image.sh's target/image"
+    );
+    let mut body = body.to_string();
+    if let Some(pushed) = pushed {
+        let repository = pushed.image.split_once('@').unwrap().0;
+        body = body
+            .replace(&download_url(), &pushed.release_url)
+            .replace(CHART, &format!("{}/metainit --plain-http", pushed.charts))
+            .replace("REGISTRY/metainit", repository);
+    }
+    body.replace(
+        "metainit-NODE",
+        &format!("metainit-{}", node.get("NODE_NAME")),
+    )
+    .replace("NAMESPACE", "docs")
+    .replace("gatekeeper-validating-webhook-configuration", "guard")
+    .replace("gatekeeper-mutating-webhook-configuration", "guard")
+    .replace(" NAME ", " labelled ")
 }
+
+/// The release's chart, as the pages install it.
+const CHART: &str = "oci://ghcr.io/metainit/charts/metainit";
 
 /// Runs every block marked `node STEP`; prints each with its output.
 pub fn run(node: &Node, step: &str, pushed: Option<&Pushed>) {

@@ -3,9 +3,9 @@
 //! the kubelet's probes, a gated labelled pod cleared by its service account (the API
 //! server's audit log says whose PATCH it was).
 //!
-//! Both run the image `scripts/build-image.sh` pushed to the node's registry
-//! (`registry.rs`), from the forms it wrote, installed and checked by the documentation's
-//! own blocks (`docs.rs`): two replicas on the pod network, as shipped. The release that
+//! Both run the image `scripts/release.sh` pushed to the node's registry (`registry.rs`),
+//! from the release's files and its chart in that registry, installed and checked by the
+//! documentation's own blocks (`docs.rs`): two replicas on the pod network, as shipped. The release that
 //! cannot be ready runs in the node's network namespace (hostNetwork, told where the API
 //! server is), so that its /readyz is read on the node's port.
 
@@ -24,7 +24,7 @@ use crate::{
 
 const ACCOUNT: &str = "system:serviceaccount:kube-system:metainit";
 
-/// The pod of a form, Running and Ready, its container running the image build-image.sh
+/// The pod of a form, Running and Ready, its container running the image release.sh
 /// pushed (by digest: the image the kubelet asked for, and the one containerd pulled).
 pub fn runs_image(node: &Node, selector: &str, pushed: &Pushed) -> Value {
     let pod = until(
@@ -100,12 +100,13 @@ fn gone(node: &Node, selector: &str) {
 }
 
 /// The Deployment form as its pages say, every block run (`docs::run`): the README's quick
-/// start (build-image.sh's kustomization: two replicas on the pod network, the API server
-/// through the `kubernetes` Service), "Check it", a labelled pod cleared by its service
+/// start and the page's step 1 (the release's `metainit.yaml`, applied server-side: two
+/// replicas on the pod network, the API server through the `kubernetes` Service), "Check it", a labelled pod cleared by its service
 /// account, the README's label patch, `metainit --once` from a workstation, and "Remove it".
 pub fn the_deployment_form(node: &Node, pushed: &Pushed) {
     let selector = "app.kubernetes.io/instance=metainit-deployment";
     docs::run(node, "readme-deployment", Some(pushed));
+    docs::run(node, "deployment-apply", Some(pushed));
     ready_pod(node, selector, pushed);
     docs::run(node, "deployment-check", Some(pushed));
     replicas_share(node, selector);
@@ -204,7 +205,7 @@ fn helm_ok(node: &Node, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `helm install metainit -f VALUES` (build-image.sh's: the image), as this node needs it
+/// `helm install metainit -f VALUES` (the release's: the image), as this node needs it
 /// (one replica, the node's network namespace, the API server's address), plus `extra` values.
 fn install(node: &Node, pushed: &Pushed, extra: &[&str]) {
     let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/metainit");
@@ -230,8 +231,8 @@ fn install(node: &Node, pushed: &Pushed, extra: &[&str]) {
     helm_ok(node, &args);
 }
 
-/// The chart as its pages say, every block run: the README's quick start (build-image.sh's
-/// values; `helm test` passing on both replicas), a labelled pod cleared by its service
+/// The chart as its pages say, every block run: the README's quick start (the release's
+/// chart from the registry; `helm test` passing on both replicas), a labelled pod cleared by its service
 /// account; the Helm page's install, test, upgrade and uninstall; the chart README's.
 /// Then a release that cannot be ready fails `helm test`.
 pub fn the_helm_chart(node: &Node, pushed: &Pushed) {
