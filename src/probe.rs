@@ -463,8 +463,11 @@ mod tests {
             (true, format!("{u} (ready): 200"))
         );
         assert_eq!(
-            line(u, "not ready", &status(503, "[-]watch not started")),
-            (false, format!("{u} (not ready): 503: [-]watch not started"))
+            line(u, "not ready", &status(503, "not ready: not watching yet")),
+            (
+                false,
+                format!("{u} (not ready): 503: not ready: not watching yet")
+            )
         );
         assert!(!line(u, "ready", &status(204, "")).0);
         assert_eq!(

@@ -22,7 +22,7 @@ const NS: &str = "metainit-system";
 const SVC: &str = "metainit-metrics";
 
 /// An HTTP server on loopback answering every request with the code it is set to, and
-/// with "[-]watch not started" when that is not 200 (as metainit's /readyz does).
+/// with what metainit's /readyz says before its first list when that is not 200.
 struct Endpoint {
     port: u16,
     code: Arc<AtomicU16>,
@@ -44,7 +44,7 @@ impl Endpoint {
                     let body = if code == 200 {
                         "ok"
                     } else {
-                        "[-]watch not started"
+                        "not ready: first list of pods not done\n"
                     };
                     let text = format!(
                         "HTTP/1.1 {code} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -137,7 +137,7 @@ async fn every_endpoint_must_answer_200() {
     assert_eq!(code, 1, "{out}\n{err}");
     assert_eq!(
         out,
-        format!("{url} (pod metrics-a, not ready): 503: [-]watch not started\n")
+        format!("{url} (pod metrics-a, not ready): 503: not ready: first list of pods not done\n")
     );
     assert!(
         err.contains(&format!(
@@ -295,4 +295,62 @@ async fn a_host_network_pod_without_an_ip_on_this_node_is_asked_at_loopback() {
         )),
         "{out}"
     );
+}
+
+/// The example of docs/src/guides/probe.md is what `metainit probe` prints: against two
+/// real admin servers of metainit (its own `/readyz`), one whose watch has listed and one
+/// whose first list is not done, behind the chart's metrics Service in kube-system. Only
+/// the pods' addresses differ (loopback ports here, pod IPs on the page); every other
+/// character is the code's.
+#[tokio::test]
+async fn the_guides_example_is_what_probe_prints() {
+    use metainit::{admin, metrics::Metrics};
+    const PAGE: &str = "docs/src/guides/probe.md";
+    let ns = "kube-system";
+    let started = |listed: bool| async move {
+        let health = Arc::new(admin::Health::new());
+        let watch = health.add_watch("pods", "/api/v1/pods");
+        if listed {
+            health.synced(watch);
+        }
+        let listener = admin::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(admin::serve(listener, health, Arc::new(Metrics::default())));
+        (port, task)
+    };
+    let (ready, ready_task) = started(true).await;
+    let (starting, starting_task) = started(false).await;
+    let bed = Bed::modern().await;
+    bed.double.create("services", ns, service(ns)).unwrap();
+    for (name, port, is_ready) in [
+        ("metainit-5c7b9f6d48-2xk9p", ready, "True"),
+        ("metainit-5c7b9f6d48-q7wzn", starting, "False"),
+    ] {
+        let mut p = pod(name, port);
+        p["metadata"]["namespace"] = json!(ns);
+        let made = bed.double.create("pods", ns, p).unwrap();
+        let mut made = on_loopback(made);
+        made["status"]["conditions"][0]["status"] = json!(is_ready);
+        bed.double.update_status("pods", ns, made).unwrap();
+    }
+    let args = [SVC, "-n", ns];
+    let (code, out, err) = probe(&bed, &args).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    let printed = format!("$ metainit probe {}\n{out}{err}", args.join(" "))
+        .replace(&format!("127.0.0.1:{ready}/"), "10.244.0.12:10275/")
+        .replace(&format!("127.0.0.1:{starting}/"), "10.244.1.7:10275/");
+    let page = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(PAGE))
+        .unwrap();
+    let shown = page
+        .split("```text\n")
+        .skip(1)
+        .filter_map(|b| b.split_once("```").map(|(b, _)| b))
+        .find(|b| b.starts_with("$ metainit probe "))
+        .unwrap_or_else(|| panic!("{PAGE} has no ```text block of `$ metainit probe`"));
+    assert_eq!(
+        shown, printed,
+        "{PAGE}'s example is not what metainit probe prints: put the second text in the page"
+    );
+    ready_task.abort();
+    starting_task.abort();
 }

@@ -80,7 +80,7 @@ mod tests {
             let (mut c, _) = listener.accept().await.unwrap();
             let mut buf = [0u8; 1024];
             let _ = c.read(&mut buf).await;
-            let answer = "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 21\r\n\r\n[-]watch not started\n";
+            let answer = "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 28\r\n\r\nnot ready: not watching yet\n";
             c.write_all(answer.as_bytes()).await.unwrap();
             // The second connection is accepted and never answered.
             let (_held, _) = listener.accept().await.unwrap();
@@ -92,7 +92,7 @@ mod tests {
             get(uri.clone(), limit).await,
             Answer::Status {
                 code: StatusCode::SERVICE_UNAVAILABLE,
-                body: "[-]watch not started".into()
+                body: "not ready: not watching yet".into()
             }
         );
         assert_eq!(
