@@ -1,7 +1,7 @@
 //! The answers that once made metainit hot-loop (#49), each held for a minute by a proxy of
 //! ours in front of the double (tests/common/fuzz.rs), every row at once: the LISTs and
 //! watch starts the server saw in that minute, printed as the table of
-//! docs/src/reference/behaviour.md#request-ceiling gives, and bounded. Before #49, on one labelled gated pod (a 50 ms wait before
+//! docs/src/developers/how-tested.md#how-it-behaves gives, and bounded. Before #49, on one labelled gated pod (a 50 ms wait before
 //! each faulty answer, as here): a watch answered 200 that ends at once, 1,152 to 1,170
 //! watch starts a minute with `/readyz` 200; one BOOKMARK and the end, 1,151 to 1,169; a
 //! list whose every page repeats its continue token, 1,150 to 1,167 LISTs.
