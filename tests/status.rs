@@ -483,7 +483,7 @@ async fn webhooks_table_lists_those_down_or_exempted_and_their_state() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(webhook_rows(&pay), EXPECTED_ROWS[3..], "{pay}");
 
-    // METAINIT_WEBHOOKS=true, as set in the static pod for `kubectl exec`, is the flag.
+    // METAINIT_WEBHOOKS=true in the environment is the flag.
     let kc = bed.kubeconfig.display().to_string();
     let args = ["status", "--kubeconfig", kc.as_str()];
     let (code, by_env, err) = run_to_end_env(&args, &[("METAINIT_WEBHOOKS", "true")], LIMIT).await;
