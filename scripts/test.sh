@@ -43,6 +43,9 @@ python3 scripts/check-address.py
 step "scripts/check-commands.py (every shell block of the docs marked: run on the node or here, in a named test, or not run and why)"
 python3 scripts/check-commands.py
 
+step "scripts/check-truths.py (what the pages once said against the code, and the test harness on user pages: issue 59)"
+python3 scripts/check-truths.py
+
 step "scripts/rights-table.py --check (SECURITY.md's table of rights is what the manifests' roles grant)"
 python3 scripts/rights-table.py --check
 
