@@ -58,8 +58,8 @@ HARNESS = [
     (re.compile(r"scripts/(test|matrix|node|control-plane|image-check|demo-node)\.sh|\.ci/run"),
      "a test script"),
     (re.compile(r"\bcargo (test|bench)\b"), "a test command"),
-    (re.compile(r"\ba rank\b|\branks?\s+(the|them)\b", re.I), "jargon ('a rank')"),
-    (re.compile(r"\bseen at work\b", re.I), "jargon ('seen at work')"),
+    (re.compile(r"\ba rank\b|\branked\b|\branks?\s+(the|them)\b", re.I), "jargon ('a rank')"),
+    (re.compile(r"\b(seen|saw\b[^.]{0,40}?) at work\b", re.I), "jargon ('seen at work')"),
 ]
 CANNOT_HELP = re.compile(
     r"\b(cannot|can ?not|can't|does not|doesn't|do not|don't|never|neither\b[^.]{0,60}?)\s+helps?\b",
