@@ -46,6 +46,8 @@ mod limits;
 mod registry;
 #[path = "node_story/restart.rs"]
 mod restart;
+#[path = "node_story/static_pod.rs"]
+mod static_pod;
 
 use std::{
     os::unix::fs::MetadataExt,
@@ -268,7 +270,7 @@ fn a_control_plane_node_boots_with_metainit_and_breaks_an_installers_deadlock() 
     the_deadlock(&node);
     let mut registry = registry::Registry::start(&node);
     let pushed = registry.release(&node);
-    registry::the_static_pod_from_it(&node, &registry, &pushed);
+    static_pod::the_static_pod_from_it(&node, &registry, &pushed);
     // The other two forms, with the static pod out of the way.
     park(&node);
     forms::the_deployment_form(&node, &pushed);
