@@ -45,7 +45,8 @@ certificates() {
 
 b64() { base64 -w0 <"$1"; }
 
-# conf FILE CERT USER: a kubeconfig with the certificate's data inside, as kubeadm writes it.
+# conf FILE CERT USER [HOST]: a kubeconfig with the certificate's data inside, as kubeadm writes
+# it, its server the API server at HOST (127.0.0.1 unless given).
 conf() {
   cat >"$dir/etc/kubernetes/$1.conf" <<EOF
 apiVersion: v1
@@ -53,7 +54,7 @@ kind: Config
 clusters:
 - name: kubernetes
   cluster:
-    server: https://127.0.0.1:$(cat "$dir/apiserver.port")
+    server: https://${4:-127.0.0.1}:$(cat "$dir/apiserver.port")
     certificate-authority-data: $(b64 "$pki/ca.crt")
 users:
 - name: $3
@@ -71,8 +72,11 @@ EOF
 kubeconfigs() {
   conf admin admin kubernetes-admin
   conf kubelet kubelet-client "system:node:$node_name"
-  conf controller-manager controller-manager system:kube-controller-manager
-  conf scheduler scheduler system:kube-scheduler
+  # kubeadm points the node's own components at its own API server, at its advertise address
+  # (cmd/kubeadm/app/phases/kubeconfig: localAPIEndpoint), the others at the
+  # controlPlaneEndpoint; the static pod page takes metainit's server from scheduler.conf.
+  conf controller-manager controller-manager system:kube-controller-manager "$node_ip"
+  conf scheduler scheduler system:kube-scheduler "$node_ip"
   conf kube-proxy kube-proxy system:kube-proxy
   conf metainit metainit metainit
   # As README's install steps say: the image's non-root user reads it, nobody else.
