@@ -20,7 +20,7 @@
 //! static pod), which must stay 0.
 //!
 //! Prints a Markdown table and writes it to `target/tmp/bench-node-boot.md`; BENCHMARKS.md
-//! keeps the last run, docs/src/install/static-pod.md its figure.
+//! keeps the last run.
 #![forbid(unsafe_code)]
 
 #[path = "../tests/common/mod.rs"]

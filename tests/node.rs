@@ -16,9 +16,11 @@
 //! 6. a release as a user makes one: `scripts/release.sh` builds the image for amd64 and
 //!    arm64 and pushes it, and the chart, to a registry on the node (Debian's
 //!    docker-registry, 127.0.0.1 in the node's network namespace), and writes the release's
-//!    files, served on the node as a forge serves them; the static pod from those files, in
-//!    place of the node's own, pulled by containerd from the registry (its log), Running and
-//!    Ready, clearing a labelled pod;
+//!    files, served on the node as a forge serves them; the static pod page's steps
+//!    (kubeadm's kubeconfig installed and pointed at the node's own API server, the
+//!    release's file in place of the node's own), pulled by containerd from the registry
+//!    (its log), Running and Ready, clearing a labelled pod; the page's upgrade (a new
+//!    mirror pod of the new image) and removal (the Leases and the rights gone);
 //! 7. the Deployment form (the release's `metainit.yaml`) and the Helm chart (from the
 //!    registry), each running the pushed image as a pod on the node with the token the
 //!    kubelet projects, Ready by the kubelet's probes, clearing a gated labelled pod (the

@@ -5,7 +5,9 @@
 # node's /usr/local/bin (its mount namespace's overlay: the machine's is not written), and the
 # kubeadm-config ConfigMap its uploadconfig phase writes in kube-system, whose
 # ClusterConfiguration `kubeadm kubeconfig user --config` reads (the CA under its
-# certificatesDir, the server its controlPlaneEndpoint).
+# certificatesDir, the server its controlPlaneEndpoint). That endpoint, 127.0.0.1:PORT, stands
+# for an HA cluster's load balancer: another address than the advertise address the node's
+# scheduler.conf names (scripts/node/pki.sh), which the page's block sets as the server.
 
 kubeadm_install() {
   nsenter --mount="$(mntns_path)" install -m 0755 "$bin/kubeadm" /usr/local/bin/kubeadm
