@@ -13,7 +13,11 @@
 //! 5. the deadlock: without metainit's manifest, an installer's controller (gated by its own
 //!    webhook) stays gated for the whole wait; with it, the controller is cleared, Running and
 //!    ready, and then does its job on another pod;
-//! 6. a release as a user makes one: `scripts/release.sh` builds the image for amd64 and
+//! 6. what the node's real kubeadm does around the static pod (its own offline phases, on a
+//!    scratch /etc/kubernetes): its scheduler.conf at the node's advertise address, the user
+//!    kubeconfig at the controlPlaneEndpoint, the serving certificate covering both; `init`
+//!    and `join` preflight passing with metainit.yaml in the manifests directory;
+//! 7. a release as a user makes one: `scripts/release.sh` builds the image for amd64 and
 //!    arm64 and pushes it, and the chart, to a registry on the node (Debian's
 //!    docker-registry, 127.0.0.1 in the node's network namespace), and writes the release's
 //!    files, served on the node as a forge serves them; the static pod page's steps
@@ -21,16 +25,16 @@
 //!    release's file in place of the node's own), pulled by containerd from the registry
 //!    (its log), Running and Ready, clearing a labelled pod; the page's upgrade (a new
 //!    mirror pod of the new image) and removal (the Leases and the rights gone);
-//! 7. the Deployment form (the release's `metainit.yaml`) and the Helm chart (from the
+//! 8. the Deployment form (the release's `metainit.yaml`) and the Helm chart (from the
 //!    registry), each running the pushed image as a pod on the node with the token the
 //!    kubelet projects, Ready by the kubelet's probes, clearing a gated labelled pod (the
 //!    audit log names its service account); the chart's `helm test` passing on that pod, and
 //!    failing on a release whose metainit cannot be ready;
-//! 8. the guides' blocks at a workstation (the installed binary): the kubectl plugin, the
+//! 9. the guides' blocks at a workstation (the installed binary): the kubectl plugin, the
 //!    completions and man pages, an orphaned gate removed by hand;
-//! 9. a node restart: the kubelet, every container and containerd stopped, then started on
-//!    the same directories: metainit back before the API server, clearing a labelled pod
-//!    created while it was down.
+//! 10. a node restart: the kubelet, every container and containerd stopped, then started on
+//!     the same directories: metainit back before the API server, clearing a labelled pod
+//!     created while it was down.
 //!
 //! The Deployment form and the chart run in the node's network namespace (hostNetwork) and
 //! are told where the API server is, as on a cluster whose CNI is not up yet.
@@ -42,6 +46,8 @@ mod docs;
 mod forms;
 #[path = "node_story/guides.rs"]
 mod guides;
+#[path = "node_story/kubeadm.rs"]
+mod kubeadm;
 #[path = "node_story/limits.rs"]
 mod limits;
 #[path = "node_story/registry.rs"]
@@ -270,6 +276,7 @@ fn a_control_plane_node_boots_with_metainit_and_breaks_an_installers_deadlock() 
     limits::as_shipped(&node);
     never_restarted(&node, &boot);
     the_deadlock(&node);
+    kubeadm::around_the_static_pod(&node);
     let mut registry = registry::Registry::start(&node);
     let pushed = registry.release(&node);
     static_pod::the_static_pod_from_it(&node, &registry, &pushed);
