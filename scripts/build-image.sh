@@ -105,8 +105,10 @@ build_images() {
     METAINIT_REVISION=$revision bash "$here/scripts/build-static.sh" "$arch" "$tmp/bin/$arch/metainit" >&2
     image_build "$arch" "$tmp/bin/$arch/metainit" "localhost/metainit-build:$arch" \
       "$tmp/context-$arch" "$version" "$revision" "$source"
-    [[ -z $binaries ]] || install -D -m 0755 -t "$binaries/linux-$arch" \
-      "$tmp/bin/$arch/metainit" "$tmp/bin/$arch/metainit.cdx.json"
+    if [[ -n $binaries ]]; then
+      install -D -m 0755 -t "$binaries/linux-$arch" "$tmp/bin/$arch/metainit"
+      install -m 0644 -t "$binaries/linux-$arch" "$tmp/bin/$arch/metainit.cdx.json"
+    fi
   done
 }
 

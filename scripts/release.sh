@@ -100,7 +100,7 @@ check_tools() {
 # The image, pushed by scripts/build-image.sh; sets $pushed to REPOSITORY@DIGEST.
 push_image() {
   bash "$here/scripts/build-image.sh" "${insecure[@]}" --platforms "$platforms" \
-    --out "$tmp/forms" --binaries "$tmp/bin" "$image:v$version" >&2
+    --out "$tmp/forms" --binaries "$tmp/bin" "$image:v$version" >/dev/null
   pushed=$(<"$tmp/forms/image")
 }
 
