@@ -16,11 +16,11 @@ use std::{
 use serde_json::Value;
 
 use crate::common::node::{Node, WAIT, until, without_cargo_env};
-pub use crate::docs::Pushed;
 use crate::common::{
     helm_binary,
     node::{Node, WAIT, until, without_cargo_env},
 };
+pub use crate::docs::Pushed;
 
 /// Where release.sh pushes the image and the chart, under the registry's address.
 const REPOSITORY: &str = "platform/metainit";
@@ -109,7 +109,14 @@ impl Registry {
         without_cargo_env(&mut command);
         let status = command
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/release.sh"))
-            .args(["--insecure", "--image", &repository, "--charts", &charts, "--out"])
+            .args([
+                "--insecure",
+                "--image",
+                &repository,
+                "--charts",
+                &charts,
+                "--out",
+            ])
             .arg(&out)
             .arg(format!("v{}", env!("CARGO_PKG_VERSION")))
             .env("PATH", helm_on_path())
@@ -164,7 +171,10 @@ impl Registry {
     /// The registry lists the chart's version (Chart.yaml's) under CHARTS/metainit.
     fn holds_the_chart(&self) {
         let tags = self
-            .get(&format!("/v2/{CHARTS}/metainit/tags/list"), "application/json")
+            .get(
+                &format!("/v2/{CHARTS}/metainit/tags/list"),
+                "application/json",
+            )
             .expect("the chart's tags");
         let version = chart_version();
         assert!(tags.contains(&format!("\"{version}\"")), "{tags}");
@@ -176,7 +186,13 @@ impl Registry {
         let port = free_port();
         let server = node
             .in_netns("python3")
-            .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
+            .args([
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                &port.to_string(),
+            ])
             .arg("--directory")
             .arg(dir)
             .stdout(Stdio::null())
