@@ -15,7 +15,6 @@ use std::{
 
 use serde_json::Value;
 
-use crate::common::node::{Node, WAIT, until, without_cargo_env};
 use crate::common::{
     helm_binary,
     node::{Node, WAIT, until, without_cargo_env},

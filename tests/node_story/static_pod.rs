@@ -144,8 +144,11 @@ fn placed(node: &Node, pushed: &Pushed) {
         "/etc/kubernetes/metainit.yaml left beside the manifests"
     );
     let placed = std::fs::read_to_string(&live).unwrap();
-    let built = std::fs::read_to_string(pushed.out.join("metainit.yaml")).unwrap();
-    assert_eq!(placed, built, "the node's manifest is not build-image.sh's");
+    let built = std::fs::read_to_string(pushed.out.join("static-pod.yaml")).unwrap();
+    assert_eq!(
+        placed, built,
+        "the node's manifest is not the release's static-pod.yaml"
+    );
 }
 
 /// `written` is manifests/metainit.yaml with its image line set to the pushed image.
