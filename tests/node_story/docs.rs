@@ -30,6 +30,8 @@ use crate::common::{
 /// on the node, and the oci:// location the chart was pushed under.
 pub struct Pushed {
     pub image: String,
+    // Read by tests/node.rs's steps; tests/node_webhook.rs, which shares this file, does not.
+    #[allow(dead_code)]
     pub out: std::path::PathBuf,
     pub release_url: String,
     pub charts: String,
