@@ -44,7 +44,8 @@ NODE_STORY = [ROOT / "tests/node.rs", ROOT / "tests/node_webhook.rs",
 # Where each kind of run block is run: its files, and how a step there names a block.
 RUNNERS = {
     "node": (NODE_STORY, r'docs::run\([^,]+,\s*"([a-z0-9-]+)"'),
-    "machine": ([ROOT / "tests/developer_docs.rs"], r'session\("([a-z0-9-]+)"\)'),
+    "machine": ([ROOT / "tests/developer_docs.rs", ROOT / "tests/developer_node.rs"],
+                r'session\("([a-z0-9-]+)"\)'),
 }
 
 

@@ -73,7 +73,26 @@ bash scripts/demo.sh
 step "scripts/image-check.sh (the release binaries, their SBOMs checked by scripts/check-sbom.sh, the images)"
 bash scripts/image-check.sh
 
-step "scripts/control-plane.sh up (etcd, kube-apiserver, kube-scheduler for tests/cluster.rs)"
+step "cargo test --workspace (the fast tier: unit tests, the double, the scripts; no Go, no root)"
+cargo test --workspace
+
+# The tests #[ignore]d in the fast tier with "the TIER tier" run here, each binary that has one
+# with `-- --ignored` (its fast tests ran above). METAINIT_SKIP=real,node skips a tier, saying
+# so: it never passes by leaving one out quietly.
+tier() { # TIER WHAT
+    local file binaries=()
+    if [[ ,${METAINIT_SKIP:-}, == *,$1,* ]]; then
+        step "SKIPPED: the $1 tier ($2), as METAINIT_SKIP=$METAINIT_SKIP asks"
+        return
+    fi
+    while read -r file; do
+        binaries+=(--test "$(basename "$file" .rs)")
+    done < <(grep -l "ignore = \"the $1 tier" tests/*.rs)
+    step "cargo test ${binaries[*]} -- --ignored (the $1 tier: $2)"
+    cargo test "${binaries[@]}" -- --ignored
+}
+
+step "scripts/control-plane.sh up (etcd, kube-apiserver, kube-scheduler for the real tier)"
 # `up`'s reason is on stderr; a failed `up` stops the suite here, not in the first test.
 if ! cp_env=$(bash scripts/control-plane.sh up --owner $$); then
     echo "scripts/control-plane.sh up failed (its reason is above)" >&2
@@ -82,8 +101,9 @@ fi
 eval "$cp_env"
 trap 'bash scripts/control-plane.sh down "$METAINIT_CONTROL_PLANE"' EXIT
 
-step "cargo test --workspace (then: the API server dialled nothing off loopback)"
-cargo test --workspace
+tier real "the real control plane, built from k8s.io/kubernetes"
+tier node "a real node: containerd, runc, the kubelet; as root"
+# Then: the API server dialled nothing off loopback.
 # Quiet when it holds, so that cargo's summary closes the output.
 if ! network=$(bash scripts/control-plane.sh check-network 2>&1); then
     echo "$network"

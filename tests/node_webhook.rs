@@ -115,6 +115,7 @@ fn a_node_restart(node: &Node, before: &Value) {
 }
 
 #[test]
+#[ignore = "the node tier: root, containerd and a Go-built kubelet (bash scripts/test.sh runs it)"]
 fn a_webhook_that_intercepts_its_own_pods_is_let_through_and_restored() {
     let node = Node::up();
     guard::install(&node, false);

@@ -1,6 +1,7 @@
 //! The documentation's shell blocks marked to be run (`<!-- commands: KIND ID -->`), as
 //! scripts/check-commands.py lists them: the node story runs `node` ones
-//! (tests/node_story/docs.rs), tests/developer_docs.rs the `machine` ones.
+//! (tests/node_story/docs.rs), tests/developer_docs.rs and tests/developer_node.rs the `machine`
+//! ones (`session`).
 
 use std::{
     os::unix::process::CommandExt,
@@ -74,4 +75,20 @@ pub fn run_script(mut bash: Command, script: &str, log: &Path) -> String {
         "the block failed ({status}):\n{script}\n{output}"
     );
     output
+}
+
+/// Runs every block marked `machine STEP`; prints each with its output.
+pub fn session(step: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    for block in blocks("machine", step) {
+        let body = block["body"].as_str().unwrap();
+        let mut bash = Command::new("bash");
+        super::node::without_cargo_env(&mut bash);
+        let output = run_script(bash, body, &dir.path().join("block.log"));
+        println!(
+            "{}:{} (machine {step}):\n{body}\n--- its output:\n{output}",
+            block["page"], block["line"]
+        );
+        assert_expected(&block, body, &output);
+    }
 }
