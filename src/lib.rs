@@ -6,10 +6,9 @@
 // The modules by layer: each imports only from its own layer or the layers above it here
 // (and no two import each other, even roundabout: python3 ../shared/tools/shape.py).
 //
-// Pure rules: the object's slim view, the blockers, the failure table, the orphaned-gate
-// release rules, input checks, the text of times and of what the commands print, the
-// retry schedule of a watch and of start-up, the `--timeout` budget.
-pub mod backoff;
+// Pure rules: the object's slim view, the blockers, the failure table (every error's class
+// and what is done about it), the orphaned-gate release rules, input checks, the text of
+// times and of what the commands print, the `--timeout` budget.
 pub mod blocker;
 pub mod budget;
 pub mod failure;
@@ -18,8 +17,9 @@ pub mod output;
 pub mod release;
 pub mod text;
 pub mod validation;
-// Plumbing: the client and its kubeconfig, discovery, health, metrics, Events, logging,
-// the Leases by which instances share the work.
+// Plumbing: every retry (its schedules, the one backoff type and the one retry loop), the
+// client and its kubeconfig, discovery and the start-up requests, health, metrics, Events,
+// logging, the Leases by which instances share the work.
 pub mod admin;
 pub mod client;
 pub mod discovery;
@@ -28,13 +28,13 @@ pub mod kubeconfig;
 pub mod logging;
 pub mod metrics;
 pub mod peers;
+pub mod retry;
 pub mod shutdown;
-// The engine: the one watch, its store, the queue, one attempt at an object, retries, the
-// paged LIST.
+// The engine: the one watch, its store, the queue, one attempt at an object, the paged
+// LIST.
 pub mod clear;
 pub mod list;
 pub mod queue;
-pub mod retry;
 pub mod store;
 pub mod watch;
 // Features: the webhook deadlock (orphaned gates are rules above and the daemon's work).

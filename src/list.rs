@@ -12,9 +12,10 @@ use tracing::{info, warn};
 
 use crate::{
     Error, Result,
-    backoff::{self, Backoff},
     budget::Budget,
     discovery,
+    failure::Wait,
+    retry::{Backoff, WATCH},
 };
 
 /// The most objects one page asks for.
@@ -129,7 +130,7 @@ where
     let mut restarts = 0;
     let mut out = Vec::new();
     let mut pages = Pages::default();
-    let mut backoff = Backoff::default();
+    let mut backoff = Backoff::new(WATCH);
     loop {
         let what = match pages.pages + 1 {
             1 => format!("LIST {plural}"),
@@ -159,7 +160,7 @@ where
             Ok(Some(token)) => params = params.continue_token(&token),
             Ok(None) => return Ok(out),
             Err(e) => {
-                let wait = backoff.next(backoff::Kind::Other, Duration::ZERO);
+                let wait = backoff.next(Wait::Step, Duration::ZERO);
                 if restarts >= RESTARTS || wait >= bound.page().left() {
                     return Err(Error::Unreachable(format!("{what} at {url}: {e}")));
                 }
@@ -199,10 +200,12 @@ mod tests {
         let wrapped = Error::Kube(over);
         assert_eq!(smaller(&wrapped, Some(8)), Some(4), "in an error's chain");
         assert!(
-            !crate::client::is_transient(match &wrapped {
+            crate::failure::classify(match &wrapped {
                 Error::Kube(e) => e,
                 _ => unreachable!(),
-            }),
+            })
+            .policy()
+            .fatal,
             "not retried as it was"
         );
         let other = kube::Error::Service("reset".into());

@@ -1,73 +1,321 @@
-//! One unit of work tried until it is done, on the newest state each time: what `--once`
-//! does for each labelled object and each webhook configuration. The failure table says
-//! which failures are worth another try; the wait is the daemon's backoff, the last one cut
-//! so that the last try starts early enough to be answered within the budget, so that
-//! retries may use all of it. An attempt in flight at the budget's end is cut there
-//! (`--request-timeout` may be longer than what is left), and one whose turn comes after
-//! it is not started: no request of the run outlives its `--timeout`.
+//! Every retry of the process: the schedules, as data (`WATCH`, `START_UP`, `PER_OBJECT`,
+//! `EVENTS`), the one backoff type that walks them (`Backoff`), and the one loop that tries
+//! again (`with_backoff`). The failure table (`crate::failure`) says which failures are
+//! worth another try and which step of a schedule each takes; this module only waits.
+//!
+//! `with_backoff` is our own loop, not backon's: the wait depends on the failure (a
+//! refused connection does not grow it and starts the schedule again; the server's
+//! Retry-After; the `--timeout` budget's cut), judging a 401 or 403 at start-up needs a look
+//! at the server's `/readyz` (async), and a stop must end a wait without a try after it.
+//! backon's `when`/`adjust` are synchronous and its schedule cannot be restarted by a failure.
+//! The one loop that is backon's is the Events sink's (`Schedule::backon`): a fixed number
+//! of tries, judged by the same table, in a spawned task, where rustc cannot yet prove the
+//! futures of `with_backoff`'s async closures `Send`. The watch is a stream, not a loop: it
+//! walks its `Backoff` itself.
+//!
+//! `until_done` is `--once`'s loop over it, for each labelled object and each webhook
+//! configuration: the wait is the per-object schedule, the last one cut so that the last try
+//! starts early enough to be answered within the budget, so that retries may use all of it.
+//! An attempt in flight at the budget's end is cut there (`--request-timeout` may be longer
+//! than what is left), and one whose turn comes after it is not started: no request of the
+//! run outlives its `--timeout`.
 
-use std::time::Duration;
+use std::{cell::Cell, time::Duration};
 
 use tokio::time::Instant;
 
 use crate::{
     budget::{Budget, Spent},
-    failure::{Class, Failure},
+    failure::{Class, Failure, RETRY_AFTER_MAX, Wait, classify, retry_after},
     shutdown::Shutdown,
 };
 
+/// A retry schedule: step `n` (from 1) is `first * factor^(n-1)`, at most `max`, less up to
+/// `jitter` of it (so that replicas and objects spread out); `soon` is the wait of
+/// `Wait::Soon` (give or take `jitter`), `None` where it is the next step like any other.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Schedule {
+    pub first: Duration,
+    pub factor: u32,
+    pub max: Duration,
+    pub jitter: f64,
+    pub soon: Option<Duration>,
+}
+
+/// A watch's list and watch starts, across relists: kube-runtime's and client-go's
+/// reflector's 0.8 s doubling to 30 s; a refused connection about once a second, so that a
+/// server coming back is met at once (a control-plane boot should not wait half a minute
+/// for a server that has been up for 29 s).
+pub const WATCH: Schedule = Schedule {
+    first: Duration::from_millis(800),
+    factor: 2,
+    max: Duration::from_secs(30),
+    jitter: 0.2,
+    soon: Some(Duration::from_secs(1)),
+};
+
+/// The start-up requests (`/version`, discovery, `--once`'s LISTs): the watch's schedule,
+/// so that both meet a server coming back alike.
+pub const START_UP: Schedule = WATCH;
+
+/// Each object's (and each webhook configuration's) attempts: 100 ms doubling to 30 s, its
+/// count kept per object (`daemon::tracks`), so one failing object never slows another.
+pub const PER_OBJECT: Schedule = Schedule {
+    first: Duration::from_millis(100),
+    factor: 2,
+    max: Duration::from_secs(30),
+    jitter: 0.2,
+    soon: None,
+};
+
+/// An Event's POST, tried again `EVENT_RETRIES` times: 200 ms doubling to 5 s. An Event is
+/// only a record: it never holds the work up for long. Walked by backon (`Schedule::backon`).
+pub const EVENTS: Schedule = Schedule {
+    first: Duration::from_millis(200),
+    factor: 2,
+    max: Duration::from_secs(5),
+    jitter: 0.2,
+    soon: None,
+};
+
+/// How many times a failed Event is tried again.
+pub const EVENT_RETRIES: u32 = 3;
+
+impl Schedule {
+    /// Step `n` (from 1).
+    pub fn step(&self, n: u32) -> Duration {
+        let growth = self.factor.saturating_pow(n.saturating_sub(1).min(31));
+        let base = self.first.saturating_mul(growth).min(self.max);
+        base - base.mul_f64(random_fraction() * self.jitter)
+    }
+
+    /// The wait before attempt `failures + 1`, never before `retry_after`.
+    pub fn delay(&self, failures: u32, retry_after: Duration) -> Duration {
+        self.step(failures).max(retry_after.min(RETRY_AFTER_MAX))
+    }
+
+    /// The wait before attempt `failures + 1` after `e`: never before its Retry-After.
+    pub fn after(&self, failures: u32, e: &kube::Error) -> Duration {
+        self.delay(failures, retry_after(e))
+    }
+
+    /// The schedule as backon's, for at most `times` retries (the Events sink's loop: a task
+    /// of its own, where `with_backoff`'s async closures cannot be proven `Send` by rustc
+    /// yet). backon's jitter adds up to one more step instead of taking up to `jitter` off.
+    pub fn backon(&self, times: u32) -> backon::ExponentialBuilder {
+        backon::ExponentialBuilder::default()
+            .with_min_delay(self.first)
+            .with_factor(self.factor as f32)
+            .with_max_delay(self.max)
+            .with_max_times(times as usize)
+            .with_jitter()
+    }
+
+    /// `d`, give or take `jitter` of it.
+    fn jittered(&self, d: Duration) -> Duration {
+        d.mul_f64(1.0 - self.jitter + random_fraction() * 2.0 * self.jitter)
+    }
+}
+
+/// A quiet time after which a `Backoff` starts again (as client-go's backoff manager does).
+pub const QUIET: Duration = Duration::from_secs(120);
+
+/// A schedule walked by one request that stands for the process (a watch, start-up): its
+/// failures in a row and when the last one was. It starts again after a success (`reset`),
+/// a refused connection (`Wait::Soon`), or `QUIET` without a failure.
+#[derive(Clone, Debug)]
+pub struct Backoff {
+    schedule: Schedule,
+    /// Failures taking a step (and expired ones after the first) in a row.
+    failures: u32,
+    /// `Wait::AtOnce` failures (410) in a row.
+    expired: u32,
+    last: Option<std::time::Instant>,
+}
+
+impl Backoff {
+    pub fn new(schedule: Schedule) -> Backoff {
+        Backoff {
+            schedule,
+            failures: 0,
+            expired: 0,
+            last: None,
+        }
+    }
+
+    /// The wait before the next attempt after a failure whose class waits `wait`;
+    /// `retry_after` is the server's (zero when it gave none).
+    pub fn next(&mut self, wait: Wait, retry_after: Duration) -> Duration {
+        let now = std::time::Instant::now();
+        if self.last.is_some_and(|l| now.duration_since(l) > QUIET) {
+            self.reset();
+        }
+        self.last = Some(now);
+        let retry_after = retry_after.min(RETRY_AFTER_MAX);
+        match (wait, self.schedule.soon) {
+            (Wait::Soon, Some(soon)) => {
+                self.reset();
+                self.schedule.jittered(soon).max(retry_after)
+            }
+            (Wait::AtOnce, _) => {
+                self.expired = self.expired.saturating_add(1);
+                if self.expired == 1 {
+                    return Duration::ZERO;
+                }
+                self.failures = self.failures.saturating_add(1);
+                self.schedule.step(self.failures)
+            }
+            (Wait::Step | Wait::Soon, _) => {
+                self.failures = self.failures.saturating_add(1);
+                self.schedule.step(self.failures).max(retry_after)
+            }
+        }
+    }
+
+    /// The wait before the next attempt after `e`, as the failure table sorts it.
+    pub fn after(&mut self, e: &kube::Error) -> Duration {
+        self.next(classify(e).policy().wait, retry_after(e))
+    }
+
+    /// A success: the next failure starts the schedule again.
+    pub fn reset(&mut self) {
+        self.failures = 0;
+        self.expired = 0;
+    }
+
+    /// The failures counted now, for a success that may not hold (`restore`).
+    pub fn save(&self) -> (u32, u32) {
+        (self.failures, self.expired)
+    }
+
+    /// Takes back a `reset`: what looked like a success was not one.
+    pub fn restore(&mut self, (failures, expired): (u32, u32)) {
+        self.failures = self.failures.max(failures);
+        self.expired = self.expired.max(expired);
+    }
+}
+
+/// A cheap pseudo-random fraction in [0, 1), good enough for jitter.
+pub fn random_fraction() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0);
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// How `with_backoff` ended without a success: with the last failure.
+#[derive(Debug)]
+pub enum Ended<E> {
+    /// The judge gave up on it.
+    GaveUp(E),
+    /// A stop was requested in the wait after it.
+    Stopped(E),
+}
+
+impl<E> Ended<E> {
+    pub fn into_inner(self) -> E {
+        match self {
+            Ended::GaveUp(e) | Ended::Stopped(e) => e,
+        }
+    }
+}
+
+/// What the judge of `with_backoff` says of a failure, which it hands back.
+pub enum Next<E> {
+    /// Try again after the wait.
+    After(Duration, E),
+    GiveUp(E),
+}
+
+/// The one retry loop: runs `attempt` (given the failure of the try before, if any) until
+/// it succeeds, or `judge`, told each failure and how long its try took, gives up rather
+/// than naming the wait before the next try; a `stop` requested in a wait ends it. Each
+/// failure is handed on by value: to the judge, back from it, to the next attempt.
+pub async fn with_backoff<T, E>(
+    stop: Option<&Shutdown>,
+    mut attempt: impl AsyncFnMut(Option<E>) -> Result<T, E>,
+    mut judge: impl AsyncFnMut(E, Duration) -> Next<E>,
+) -> Result<T, Ended<E>> {
+    let mut before = None;
+    loop {
+        let started = Instant::now();
+        let e = match attempt(before.take()).await {
+            Ok(done) => return Ok(done),
+            Err(e) => e,
+        };
+        let (wait, e) = match judge(e, started.elapsed()).await {
+            Next::After(wait, e) => (wait, e),
+            Next::GiveUp(e) => return Err(Ended::GaveUp(e)),
+        };
+        match stop {
+            Some(stop) => tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.requested() => return Err(Ended::Stopped(e)),
+            },
+            None if wait.is_zero() => {}
+            None => tokio::time::sleep(wait).await,
+        }
+        before = Some(e);
+    }
+}
+
 /// Runs `attempt` until it succeeds, fails for good, `budget` is spent or a stop is
-/// requested. `attempt` reads the newest state itself when it is tried again. `report`
-/// hears of every failure, with the wait before the next try (`None`: no next try), and
-/// how many tries failed. A budget of zero tries once, bounded by `--request-timeout`
-/// alone (as `discovery::with_retries` does).
+/// requested, on the `PER_OBJECT` schedule. `attempt` reads the newest state itself when it
+/// is tried again. `report` hears of every failure, with the wait before the next try
+/// (`None`: no next try), and how many tries failed. A budget of zero tries once, bounded by
+/// `--request-timeout` alone (as `discovery::with_retries` does).
 pub async fn until_done<T>(
     budget: Budget,
     stop: &Shutdown,
     mut attempt: impl AsyncFnMut() -> Result<T, Failure>,
     report: impl Fn(&Failure, u32, Option<Duration>),
 ) -> Result<T, Failure> {
-    let mut failures = 0;
-    let mut before = None;
-    let mut last = false;
-    loop {
-        // None: not cut (a zero budget); zero: spent, so not sent.
-        let cut = (!budget.is_zero()).then(|| budget.left());
-        let started = Instant::now();
-        let f = match within(budget, cut, attempt(), before.take()).await {
-            Ok(done) => return Ok(done),
-            Err(f) => f,
-        };
-        if cut != Some(Duration::ZERO) {
-            failures += 1;
-        }
-        let retry = f.class.policy().retry && !stop.is_requested();
-        let next = match retry && !last {
-            true => next_wait(f.delay(failures), budget.left(), started.elapsed()),
-            false => None,
-        };
-        let Some((wait, is_last)) = next else {
-            report(&f, failures, None);
-            if retry {
-                // Out of time, not of reasons to try: the object's turn lasts to the end
-                // of the budget, as when the last try was made there (nothing is left for
-                // the next `--resource`, whose listing is then not sent).
-                tokio::select! {
-                    _ = tokio::time::sleep_until(budget.end()) => {}
-                    _ = stop.requested() => {}
+    let failures = Cell::new(0);
+    // The cut of the try in flight: `None`, not cut (a zero budget); zero, not sent.
+    let cut = Cell::new(None);
+    let last = Cell::new(false);
+    let tried = with_backoff(
+        Some(stop),
+        async |before: Option<Failure>| {
+            cut.set((!budget.is_zero()).then(|| budget.left()));
+            let before = before.map(|f| f.to_string());
+            within(budget, cut.get(), attempt(), before).await
+        },
+        async |f: Failure, took| {
+            if cut.get() != Some(Duration::ZERO) {
+                failures.set(failures.get() + 1);
+            }
+            let n = failures.get();
+            let retry = f.class.policy().retry && !stop.is_requested();
+            let next = match retry && !last.get() {
+                true => next_wait(PER_OBJECT.after(n, &f.error), budget.left(), took),
+                false => None,
+            };
+            let Some((wait, is_last)) = next else {
+                report(&f, n, None);
+                if retry {
+                    // Out of time, not of reasons to try: the object's turn lasts to the end
+                    // of the budget, as when the last try was made there (nothing is left for
+                    // the next `--resource`, whose listing is then not sent).
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(budget.end()) => {}
+                        _ = stop.requested() => {}
+                    }
                 }
-            }
-            return Err(f);
-        };
-        last = is_last;
-        report(&f, failures, Some(wait));
-        before = Some(f.to_string());
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = stop.requested() => {
-                report(&f, failures, None);
-                return Err(f);
-            }
+                return Next::GiveUp(f);
+            };
+            last.set(is_last);
+            report(&f, n, Some(wait));
+            Next::After(wait, f)
+        },
+    )
+    .await;
+    match tried {
+        Ok(done) => Ok(done),
+        Err(Ended::GaveUp(f)) => Err(f),
+        Err(Ended::Stopped(f)) => {
+            report(&f, failures.get(), None);
+            Err(f)
         }
     }
 }
@@ -130,6 +378,166 @@ mod tests {
     use kube::core::Status;
 
     use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn other_failures_double_from_0_8s_to_30s() {
+        let mut b = Backoff::new(WATCH);
+        let steps: Vec<Duration> = (0..8).map(|_| b.next(Wait::Step, Duration::ZERO)).collect();
+        for (d, max) in steps
+            .iter()
+            .zip([0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0])
+        {
+            let max = Duration::from_secs_f64(max);
+            assert!(
+                *d <= max && *d >= max.mul_f64(0.8),
+                "{d:?} for {max:?}: {steps:?}"
+            );
+        }
+        b.reset();
+        assert!(b.next(Wait::Step, Duration::ZERO) <= WATCH.first);
+    }
+
+    #[test]
+    fn refused_connections_wait_about_a_second_and_start_the_steps_again() {
+        let mut b = Backoff::new(WATCH);
+        for _ in 0..5 {
+            b.next(Wait::Step, Duration::ZERO);
+        }
+        b.next(Wait::AtOnce, Duration::ZERO);
+        for _ in 0..50 {
+            let d = b.next(Wait::Soon, Duration::ZERO);
+            assert!(
+                d >= SECOND.mul_f64(0.8) && d <= SECOND.mul_f64(1.2),
+                "{d:?}"
+            );
+        }
+        assert_eq!(b.next(Wait::AtOnce, Duration::ZERO), Duration::ZERO);
+        assert!(b.next(Wait::Step, Duration::ZERO) <= WATCH.first);
+    }
+
+    #[test]
+    fn an_expired_version_relists_at_once_the_first_time_only() {
+        let mut b = Backoff::new(WATCH);
+        assert_eq!(b.next(Wait::AtOnce, Duration::ZERO), Duration::ZERO);
+        let second = b.next(Wait::AtOnce, Duration::ZERO);
+        assert!(
+            second >= WATCH.first.mul_f64(0.8) && second <= WATCH.first,
+            "{second:?}"
+        );
+        let third = b.next(Wait::AtOnce, Duration::ZERO);
+        assert!(third >= WATCH.first * 2 * 4 / 5, "{third:?}");
+        b.reset();
+        assert_eq!(b.next(Wait::AtOnce, Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn retry_after_is_honoured_and_capped() {
+        let mut b = Backoff::new(WATCH);
+        assert_eq!(b.next(Wait::Step, 5 * SECOND), 5 * SECOND);
+        assert_eq!(b.next(Wait::Step, 3600 * SECOND), WATCH.max);
+        assert_eq!(b.next(Wait::Soon, 7 * SECOND), 7 * SECOND);
+    }
+
+    #[test]
+    fn a_restored_reset_keeps_counting() {
+        let mut b = Backoff::new(WATCH);
+        b.next(Wait::AtOnce, Duration::ZERO);
+        b.next(Wait::Step, Duration::ZERO);
+        b.next(Wait::Step, Duration::ZERO);
+        let saved = b.save();
+        b.reset();
+        b.restore(saved);
+        let d = b.next(Wait::AtOnce, Duration::ZERO);
+        assert!(
+            d >= WATCH.first * 4 * 4 / 5,
+            "the fourth failure in a row: {d:?}"
+        );
+    }
+
+    #[test]
+    fn the_waits_of_the_classes() {
+        let api = |code| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                ..Default::default()
+            }))
+        };
+        let mut b = Backoff::new(WATCH);
+        assert_eq!(b.after(&api(410)), Duration::ZERO, "a first 410: at once");
+        assert!(b.after(&api(504)) >= WATCH.first.mul_f64(0.8));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let d = b.after(&kube::Error::Service(Box::new(refused)));
+        assert!(
+            d >= SECOND.mul_f64(0.8) && d <= SECOND.mul_f64(1.2),
+            "{d:?}"
+        );
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let d = b.after(&kube::Error::Service(Box::new(reset)));
+        assert!(d <= WATCH.first && d >= WATCH.first.mul_f64(0.8), "{d:?}");
+        // A schedule with no `soon` (each object's) takes a step for a refused connection.
+        let mut b = Backoff::new(PER_OBJECT);
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let first = b.after(&kube::Error::Service(Box::new(refused)));
+        assert!(first <= PER_OBJECT.first, "{first:?}");
+    }
+
+    #[test]
+    fn per_object_steps_double_from_100ms_to_30s_and_honour_retry_after() {
+        let d = |n| PER_OBJECT.delay(n, Duration::ZERO);
+        assert!(d(1) <= Duration::from_millis(100) && d(1) >= Duration::from_millis(80));
+        assert!(d(4) <= Duration::from_millis(800) && d(4) >= Duration::from_millis(640));
+        assert!(d(30) <= Duration::from_secs(30) && d(30) >= Duration::from_secs(24));
+        assert!(d(u32::MAX) <= Duration::from_secs(30), "no overflow");
+        assert_eq!(
+            PER_OBJECT.delay(1, Duration::from_secs(5)),
+            Duration::from_secs(5)
+        );
+        let e = |n| EVENTS.delay(n, Duration::ZERO);
+        assert!(e(1) <= Duration::from_millis(200) && e(1) >= Duration::from_millis(160));
+        assert!(e(10) <= Duration::from_secs(5) && e(10) >= Duration::from_secs(4));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_backoff_waits_what_the_judge_says_and_hands_on_the_failure_before() {
+        let mut seen = Vec::new();
+        let start = Instant::now();
+        let result = with_backoff(
+            None,
+            async |before: Option<u32>| {
+                seen.push(before);
+                match before {
+                    Some(n) if n >= 3 => Ok(n),
+                    Some(n) => Err(n + 1),
+                    None => Err(1),
+                }
+            },
+            async |n: u32, _| Next::After(Duration::from_secs(u64::from(n)), n),
+        )
+        .await;
+        assert_eq!(result.ok(), Some(3));
+        assert_eq!(seen, [None, Some(1), Some(2), Some(3)]);
+        assert_eq!(start.elapsed(), Duration::from_secs(1 + 2 + 3));
+        let gave_up = with_backoff(
+            None,
+            async |_| Err::<(), _>(7),
+            async |e, _| Next::GiveUp(e),
+        )
+        .await;
+        assert!(matches!(gave_up, Err(Ended::GaveUp(7))));
+        let (tx, stop) = Shutdown::by_hand();
+        let stopped = with_backoff(
+            Some(&stop),
+            async |_| {
+                let _ = tx.send(true);
+                Err::<(), _>(8)
+            },
+            async |e, _| Next::After(Duration::from_secs(60), e),
+        )
+        .await;
+        assert!(matches!(stopped, Err(Ended::Stopped(8))));
+    }
 
     fn failure(code: u16) -> Failure {
         Failure::from(kube::Error::Api(Box::new(Status {

@@ -32,29 +32,7 @@ pub const OBJECT: usize = 4 << 20;
 /// The most bytes one page of a LIST may take.
 pub const PAGE: usize = 8 << 20;
 
-/// An answer cut at its cap.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the answer was longer than {} (the most metainit reads of {what}): a server or \
-     proxy that sends a body without end, or an object far larger than etcd stores",
-    crate::text::bytes(*limit as u64)
-)]
-pub struct TooLarge {
-    pub limit: usize,
-    pub what: &'static str,
-}
-
-/// The answer's cap, if it is over it, in an error's chain.
-pub fn too_large<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a TooLarge> {
-    let mut cur = Some(e);
-    while let Some(err) = cur {
-        if let Some(t) = err.downcast_ref::<TooLarge>() {
-            return Some(t);
-        }
-        cur = err.source();
-    }
-    None
-}
+pub use crate::failure::{TooLarge, too_large};
 
 /// The cap of the answer to `req`: `None` for a watch's events (their lines are capped).
 fn cap_of<B>(req: &Request<B>) -> Option<TooLarge> {

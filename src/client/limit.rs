@@ -205,10 +205,10 @@ impl Admitted {
     }
 
     /// The request found no server listening (its connection refused): it does not count,
-    /// so that a server that is down is still tried about once a second (`backoff`) however
+    /// so that a server that is down is still tried about once a second (`retry::WATCH`) however
     /// long it stays down.
     pub fn failed(&self, e: &(dyn std::error::Error + 'static)) {
-        if crate::backoff::refused(e) {
+        if crate::failure::refused(e) {
             self.bucket.refund();
         }
     }

@@ -187,37 +187,6 @@ fn tls_error(url: &str, e: kube::Error) -> Error {
     Error::Config(format!("cannot set up a client for {url}: {text}{hint}"))
 }
 
-/// Whether a start-up error may go away by itself (server starting, restarting,
-/// overloaded, or not answering in time).
-pub fn is_transient(e: &kube::Error) -> bool {
-    // An answer over its cap comes back as long: a smaller page, or nothing, helps.
-    if cap::too_large(e).is_some() {
-        return false;
-    }
-    match e {
-        kube::Error::Api(s) => matches!(s.code, 429 | 500 | 502 | 503 | 504),
-        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
-            !is_tls_failure(e)
-        }
-        _ => false,
-    }
-}
-
-pub fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        let text = err.to_string();
-        if err.is::<rustls::Error>()
-            || text.contains("InvalidContentType")
-            || text.contains("invalid peer certificate")
-        {
-            return true;
-        }
-        cur = err.source();
-    }
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
 //! One unit of the daemon's work: an attempt at the newest state of one object. A failure
-//! brings the object back with a per-object backoff (100 ms doubling to 30 s, never before
-//! the server's Retry-After), so no failure is ever final while the server can be reached.
+//! brings the object back on the per-object schedule (`retry::PER_OBJECT`: 100 ms doubling
+//! to 30 s, never before the server's Retry-After), so no failure is ever final while the server can be reached.
 
 use std::{sync::Arc, time::Duration};
 
@@ -11,11 +11,12 @@ use tracing::{debug, info};
 use crate::{
     blocker::Decision,
     clear::{Clearer, Done},
-    failure::{Class, Failure},
+    failure::Failure,
     object::Held,
     peers::Peers,
     queue::Queue,
     release::{self, Releaser, Verdict},
+    retry::PER_OBJECT,
     store::{Key, Store},
     validation::later,
 };
@@ -39,7 +40,7 @@ pub struct Ctx {
 /// The delay before the next attempt at an object after a failure.
 fn retry_delay(tracks: &Tracks, key: &str, uid: Option<&str>, f: &Failure) -> (u32, Duration) {
     let failures = tracks.failed(key, uid);
-    (failures, f.delay(failures))
+    (failures, PER_OBJECT.after(failures, &f.error))
 }
 
 /// One attempt at the newest state of the object; after a failure, it comes back later.
@@ -80,12 +81,12 @@ fn failed(key: Key, obj: Option<&Held>, ctx: &Ctx, f: Failure) {
     let uid = obj.and_then(Held::uid);
     // Changed first by another at this instance's turn: the owner is at work (its
     // look again waits for the newest state, or its turn after that).
-    if f.class == Class::Race && ctx.tracks.backup(&key) {
+    if f.class.stale() && ctx.tracks.backup(&key) {
         ctx.peers.handed_over(uid);
     }
     let (failures, backoff) = retry_delay(&ctx.tracks, &key, uid, &f);
     // Lost a race: the copy patched from is stale; the next attempt reads the object.
-    if f.class == Class::Race {
+    if f.class.stale() {
         ctx.tracks.lost_race(&key);
     }
     let id = key.to_string();

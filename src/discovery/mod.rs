@@ -3,11 +3,11 @@
 //! documents as kubectl finds them.
 
 mod resource;
-mod retries;
+mod startup;
 
 pub use resource::{ResourceSpec, parse_resource};
-pub(crate) use retries::starting;
-pub use retries::{STARTING, with_retries};
+pub(crate) use startup::starting;
+pub use startup::{STARTING, with_retries};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
 use kube::{Api, Client, api::ApiResource};

@@ -13,15 +13,16 @@ use std::{
     time::Duration,
 };
 
-use backon::{ExponentialBuilder, Retryable};
+use backon::Retryable;
 use tokio::{sync::Notify, time::Instant};
 use tracing::{debug, warn};
 
 use super::Event;
 use crate::{
     client::Direct,
-    failure::{self, Class, Failure, retry_after},
+    failure::{self, Failure, retry_after},
     metrics::Metrics,
+    retry::{EVENT_RETRIES, EVENTS},
     text,
 };
 
@@ -98,7 +99,7 @@ impl Refused {
 
 /// Writes Events in the background, a few at a time (a few workers) so that in a burst
 /// they trail the clearing instead of competing with it for the server; retries a
-/// transient failure a few times with backoff; bounds what waits, each Event as its
+/// failure the failure table calls not fatal a few times (`retry::EVENTS`); bounds what waits, each Event as its
 /// serialized body; and lets the process wait for the ones still queued before it exits.
 pub struct Sink {
     direct: Direct,
@@ -164,21 +165,7 @@ impl Sink {
                 self.done();
                 continue;
             }
-            let retry = ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(200))
-                .with_max_delay(Duration::from_secs(5))
-                .with_max_times(3)
-                .with_jitter();
-            let result = (|| async { publish(&self.direct, &event).await.map_err(Failure::from) })
-                .retry(retry)
-                .when(|f: &Failure| {
-                    matches!(
-                        f.class,
-                        Class::ServerError | Class::Throttled | Class::Timeout | Class::Unreachable
-                    )
-                })
-                .adjust(|f: &Failure, wait| Some(wait?.max(retry_after(&f.error))))
-                .await;
+            let result = self.publish_retried(&event).await;
             if let Err(f) = result {
                 self.metrics.event_failures.inc();
                 if failure::absent(&f.error) {
@@ -192,6 +179,16 @@ impl Sink {
             }
             self.done();
         }
+    }
+
+    /// Writes the Event, trying again `EVENT_RETRIES` times on the `EVENTS` schedule after a
+    /// failure the failure table calls not fatal, never before the server's Retry-After.
+    async fn publish_retried(&self, event: &Prepared) -> Result<(), Failure> {
+        (|| async { publish(&self.direct, event).await.map_err(Failure::from) })
+            .retry(EVENTS.backon(EVENT_RETRIES))
+            .when(|f: &Failure| !f.class.policy().fatal)
+            .adjust(|f: &Failure, wait| Some(wait?.max(retry_after(&f.error))))
+            .await
     }
 
     fn done(&self) {

@@ -5,8 +5,9 @@
 //! nothing delivered and a list whose continue tokens go round. Around it (`Events`), what
 //! a real cluster needs besides:
 //!
-//! - one backoff for the watch's whole life (`crate::backoff`: a refused connection about
-//!   once a second, a first 410 at once, else 0.8 s doubling to 30 s), kept across relists
+//! - one backoff for the watch's whole life (`retry::Backoff` on `retry::WATCH`, each
+//!   failure's step as the failure table says: a refused connection about once a second, a
+//!   first 410 at once, else 0.8 s doubling to 30 s), kept across relists
 //!   (a server answering every watch start 504 was once listed 1,250 times a second).
 //!   It starts again when the watch delivers an event or has run for a second, or after
 //!   120 s without a failure: a list followed at once by a failed (or at once ended) watch
@@ -44,9 +45,9 @@ use tracing::{info, warn};
 
 use crate::{
     admin::Health,
-    backoff::{self, Backoff, Kind},
-    failure::describe,
+    failure::{Wait, class_of, classify, describe, retry_after, retry_after_of},
     metrics::{Metrics, WatchCause},
+    retry::{Backoff, WATCH},
 };
 
 /// Why the watch restarted, for the metric.
@@ -210,7 +211,7 @@ where
             highest: 0,
             failing: None,
             list_failed: false,
-            backoff: Backoff::default(),
+            backoff: Backoff::new(WATCH),
             unproven: None,
             denied_since: None,
         }
@@ -317,8 +318,8 @@ where
         {
             self.backoff.restore(saved);
         }
-        let (kind, retry_after) = kind_of(&e);
-        let wait = self.backoff.next(kind, retry_after);
+        let (step, retry_after) = wait_of(&e);
+        let wait = self.backoff.next(step, retry_after);
         self.list_failed = matches!(e, Failure::List(_) | Failure::Pages(_));
         let s = &self.spec;
         let cause = cause(&e);
@@ -364,17 +365,17 @@ where
     }
 }
 
-/// What a watch failure says for the backoff.
-fn kind_of(e: &Failure) -> (Kind, Duration) {
+/// What a watch failure says for the backoff: its class's step, and the server's
+/// Retry-After. A failure that is no answer of the server (a list that goes round, no
+/// resourceVersion, a watch ended at once) takes the next step.
+fn wait_of(e: &Failure) -> (Wait, Duration) {
     match e {
-        Failure::List(e) | Failure::WatchStart(e) | Failure::Stream(e) => backoff::kind_of(e),
-        Failure::Event(s) if s.code == 410 => (Kind::Expired, Duration::ZERO),
-        Failure::Event(s) => {
-            let after = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
-            (Kind::Other, Duration::from_secs(u64::from(after)))
+        Failure::List(e) | Failure::WatchStart(e) | Failure::Stream(e) => {
+            (classify(e).policy().wait, retry_after(e))
         }
+        Failure::Event(s) => (class_of(s).policy().wait, retry_after_of(s)),
         Failure::Pages(_) | Failure::NoResourceVersion | Failure::Short { .. } => {
-            (Kind::Other, Duration::ZERO)
+            (Wait::Step, Duration::ZERO)
         }
     }
 }

@@ -234,7 +234,7 @@ impl Engine {
                   failures, hint, "could not patch the webhook configuration: giving up");
             return;
         };
-        if failure.class == failure::Class::Race && failures < 5 {
+        if failure.class.stale() && failures < 5 {
             tracing::debug!(target: LOG, config = %key, %error, failures, retry_in = ?retry_in, "configuration changed meanwhile; looking again");
             return;
         }

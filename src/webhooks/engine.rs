@@ -121,7 +121,7 @@ impl Engine {
                     *n = n.saturating_add(1);
                     *n
                 };
-                let backoff = f.delay(failures);
+                let backoff = crate::retry::PER_OBJECT.after(failures, &f.error);
                 let wait = queue.add_after(key.clone(), backoff);
                 self.report(&key, &f, failures, Some(wait));
             }

@@ -1,6 +1,8 @@
-//! Start-up requests, retried until the server answers: on the watch's schedule
-//! (`crate::backoff`), waiting through a 401 or 403 while the server is starting, and turned
-//! into an error that says what to fix when they fail for good.
+//! The start-up requests (`/version`, discovery, `--once`'s and `status`'s LISTs), retried
+//! until the server answers: by the one retry loop (`retry::with_backoff`) on the start-up
+//! schedule (`retry::START_UP`), for as long as the failure table says a failure is not
+//! fatal, and through a 401 or 403 while the server is starting; turned into an error that
+//! says what to fix when they fail for good.
 
 use std::time::Duration;
 
@@ -9,10 +11,9 @@ use tracing::warn;
 
 use crate::{
     Error, Result,
-    backoff::{self, Backoff},
     budget::Budget,
-    client::{is_tls_failure, is_transient},
-    failure::{chain, describe},
+    failure::{Wait, chain, classify, describe, is_tls_failure},
+    retry::{self, Backoff, Next, START_UP},
 };
 
 /// How long a 401 or 403 is taken for a server still starting when its `/readyz` answers
@@ -21,8 +22,9 @@ use crate::{
 /// RBAC policy is in place: an exit there sent the static pod into CrashLoopBackOff.
 pub const STARTING: Duration = Duration::from_secs(60);
 
-/// Runs a start-up request, retrying transient failures on the watch's schedule
-/// (`crate::backoff`: a refused connection about once a second, else 0.8 s doubling to 30 s),
+/// Runs a start-up request, retrying the failures the failure table calls not fatal on the
+/// start-up schedule (`retry::START_UP`: a refused connection about once a second, else
+/// 0.8 s doubling to 30 s),
 /// and a 401 or 403 while the server is starting (`starting`); with a budget, waits at most
 /// what is left of it and then gives up with an `Unreachable` error that names the budget and
 /// gives the last failure, or says that nothing answered; with none left, sends nothing.
@@ -41,7 +43,7 @@ where
 {
     if budget.is_some_and(|b| b.is_zero()) {
         return op().await.map_err(|e| {
-            if is_transient(&e) {
+            if !fatal(&e) {
                 Error::Unreachable(format!(
                     "could not reach the API server at {url} ({what}, tried once as --timeout is 0s): {}",
                     describe(&e)
@@ -92,9 +94,13 @@ fn spent(budget: Budget, left: Duration, what: &str, url: &str, last: String) ->
     ))
 }
 
-/// The attempts, until one succeeds or fails for good; `last` says the last failure. Our own
-/// loop, not backon's: the wait depends on the failure (a refused connection does not grow
-/// it) and a 401 or 403 needs a look at `/readyz` before it is judged.
+/// Whether the failure table says a start-up request gives up on `e`.
+fn fatal(e: &kube::Error) -> bool {
+    classify(e).policy().fatal
+}
+
+/// The attempts, until one succeeds or fails for good; `last` says the last failure. A 401
+/// or 403 is fatal unless a look at `/readyz` says the server is starting.
 async fn retrying<T, F, Fut>(
     client: &Client,
     what: &str,
@@ -106,31 +112,30 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = std::result::Result<T, kube::Error>>,
 {
-    let mut schedule = Backoff::default();
+    let mut schedule = Backoff::new(START_UP);
     let mut denied_since = None;
-    loop {
-        let e = match op().await {
-            Ok(v) => return Ok(v),
-            Err(e) => e,
-        };
-        let wait = if is_transient(&e) {
-            let (kind, retry_after) = backoff::kind_of(&e);
-            let wait = schedule.next(kind, retry_after);
+    let attempt = async |_| op().await;
+    let judge = async |e: kube::Error, _| {
+        let wait = if !fatal(&e) {
+            let wait = schedule.after(&e);
             log_retry(what, url, &e, wait);
             wait
         } else if let Some(ready) = starting(client, &e, &mut denied_since).await {
-            let wait = schedule.next(backoff::Kind::Refused, Duration::ZERO);
+            let wait = schedule.next(Wait::Soon, Duration::ZERO);
             warn!(%url, status.code = code(&e), readyz = %ready, retry_in = ?wait,
                   "{what}: the API server is starting (its /readyz is not 200 yet): a 401 or 403 now is its start-up, not missing RBAC; waiting");
             wait
         } else {
-            return Err(e);
+            return Next::GiveUp(e);
         };
         if let Ok(mut l) = last.lock() {
             *l = describe(&e);
         }
-        tokio::time::sleep(wait).await;
-    }
+        Next::After(wait, e)
+    };
+    retry::with_backoff(None, attempt, judge)
+        .await
+        .map_err(retry::Ended::into_inner)
 }
 
 fn code(e: &kube::Error) -> u16 {
@@ -192,7 +197,7 @@ fn rbac_grant(what: &str) -> &'static str {
     }
 }
 
-/// Turns a non-transient start-up failure into an error that says what to fix.
+/// Turns a fatal start-up failure into an error that says what to fix.
 fn describe_failure(what: &str, url: &str, e: kube::Error) -> Error {
     match &e {
         kube::Error::Api(s) if s.code == 401 => Error::Config(format!(
