@@ -1,6 +1,6 @@
 //! A backoff is only real if a test counts the requests: faults held against the double,
 //! and the LISTs, watch starts and PATCHes it saw counted against bounds derived from the
-//! schedule (`src/backoff.rs`: 0.8 s doubling to 30 s, less up to a fifth; a first 410 at
+//! schedule (`src/retry.rs`, `WATCH`: 0.8 s doubling to 30 s, less up to a fifth; a first 410 at
 //! once; a refused connection about once a second).
 
 mod common;

@@ -1,5 +1,5 @@
 //! A watch start answered "too old resource version" (410) by the real kube-apiserver, every
-//! time, for a minute (#43 item 1): the schedule of src/backoff.rs proven on the real server,
+//! time, for a minute (#43 item 1): the watch's schedule of src/retry.rs proven on the real server,
 //! as tests/sweep.rs proves it on the double. Asserted: metainit's LISTs and watch starts of
 //! pods in the minute (the API server's audit log) stay under the bound below, it counted the
 //! 410s, `/readyz` said so, and once the fault stops a new labelled gated pod is cleared.

@@ -122,7 +122,7 @@ async fn kube_apiserver_killed_and_started_again_after_10s() {
     println!("kube-apiserver restart: {causes:?}");
     let restarts = counter_sum(&metrics, "metainit_watch_restarts_total");
     // A refused connection is tried again about once a second (0.8 s at the least), so that
-    // metainit is back within a second of the server (src/backoff.rs); what else failed
+    // metainit is back within a second of the server (src/retry.rs); what else failed
     // (the cut stream, the restarted server's 410) adds a few.
     let down = stopped.elapsed().as_secs_f64();
     let bound = (down / 0.8).ceil() + 4.0;

@@ -13,7 +13,7 @@
 //!
 //! ## The bounds (requests of the faulted kind in the 60 s window)
 //!
-//! The watch's schedule (`src/backoff.rs`), for discovery, LIST, watch start, a watch's ERROR
+//! The watch's schedule (`src/retry.rs`, `WATCH`), for discovery, LIST, watch start, a watch's ERROR
 //! event, the webhook configurations' LIST and the EndpointSlices' LIST: a failure waits
 //! 0.8 s doubling to 30 s, less up to a fifth: at least 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
 //! 24 s. Attempts start at 0, 0.64, 1.92, 4.48, 9.6, 19.84, 40.32 s (the next at 64.32): **7**
@@ -25,7 +25,7 @@
 //! the server's `/readyz` answers the same, for at most `STARTING` (60 s), each attempt a
 //! request and a `/readyz` probe: 60 / 0.8 + 1 = 76 attempts, **152** requests, then exit 2.
 //!
-//! One object's retries (`failure::backoff`, the pod's PATCH and the webhook
+//! One object's retries (`retry::PER_OBJECT`, the pod's PATCH and the webhook
 //! configuration's): 100 ms doubling to 30 s, less up to a fifth: at least 0.08, 0.16, 0.32,
 //! 0.64, 1.28, 2.56, 5.12, 10.24, 20.48 s (cumulative 40.88 s), then 24 s: **10** attempts in a
 //! minute. Two pods in the PATCH row (the second created 30 s in, 9 attempts in its 30 s):

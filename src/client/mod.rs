@@ -4,7 +4,7 @@
 //! accepted and never answered does not hold a worker or the watch for ever, and a report of every answered LIST and
 //! WATCH for `/readyz`), and over it `deadline.rs` for the `Client`'s requests (the same
 //! timeout, to an answer's last byte); `redirect.rs` names a redirect; `retry_after.rs` carries a 429's `Retry-After` header
-//! into its `Status`, where the failure table reads it. The per-object requests take the
+//! into its `Status`, where the failure table reads it (`failure::retry_after`). The per-object requests take the
 //! direct way (`direct.rs`) over the same connections. Over both, outside their timeouts,
 //! `limit.rs`: a token bucket per kind of request, the ceiling of the process's request rate.
 //! Under everything that reads an answer, `cap.rs`: every answer's size capped. `plain.rs`: one
