@@ -108,7 +108,10 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
         ["WebhookSelfExempted", "WebhookRestored"],
         "{events:#?}"
     );
-    let about = format!("namespace {} from webhook validate.gk.example.com", s.ns("gk"));
+    let about = format!(
+        "namespace {} from webhook validate.gk.example.com",
+        s.ns("gk")
+    );
     assert!(
         events[0]["message"].as_str().unwrap().contains(&about),
         "{:?}",
@@ -140,7 +143,10 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
         s.ns("gk")
     );
     assert!(
-        events[1]["message"].as_str().unwrap().starts_with(&restored),
+        events[1]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&restored),
         "{:?}",
         events[1]["message"]
     );
@@ -192,7 +198,14 @@ async fn leaves_alone_what_is_not_its_to_touch() {
     let mutating = s.config("m", false, "m.example.com", "Fail", "gk", "gk-svc");
     s.create(Kind::Mutating, &mutating).await;
     s.serve("kyverno", "kyverno-svc", false);
-    let ky = s.config("ky", true, "k.example.com", "Fail", "kyverno", "kyverno-svc");
+    let ky = s.config(
+        "ky",
+        true,
+        "k.example.com",
+        "Fail",
+        "kyverno",
+        "kyverno-svc",
+    );
     s.create(Kind::Validating, &ky).await;
     let mut before = Vec::new();
     for n in ["unlabelled", "ignore", "url"] {
@@ -251,7 +264,9 @@ async fn without_the_flag_webhooks_are_never_looked_at() {
     let pods = s.cp.pods(s.ns("gk")).await;
     until("the labelled pod cleared", WAIT, || async {
         let p = pods.get("p").await.ok()?;
-        common::control_plane::gate_names(&p).is_empty().then_some(())
+        common::control_plane::gate_names(&p)
+            .is_empty()
+            .then_some(())
     })
     .await;
     metainit.stop().await;

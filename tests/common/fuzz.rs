@@ -134,6 +134,9 @@ pub enum Fault {
     /// 404 NotFound for a request whose path holds this (an API the server does not serve,
     /// `/apis/coordination.k8s.io/`); any other request forwarded.
     Absent(String),
+    /// The fault for a request whose path is exactly this (`/version`); any other
+    /// forwarded.
+    At(String, Box<Fault>),
 }
 
 /// Which answer each request gets while the proxy is faulty.
@@ -548,6 +551,8 @@ fn answer(
                 ),
             )),
             Fault::Absent(_) => forward(&shared, req, None).await,
+            Fault::At(path, then) if req.uri().path() == path => answer(shared, req, *then).await,
+            Fault::At(..) => forward(&shared, req, None).await,
         }
     })
 }

@@ -52,7 +52,10 @@ impl Kind {
     }
 
     fn path(self, name: &str) -> String {
-        format!("/apis/admissionregistration.k8s.io/v1/{}/{name}", self.plural())
+        format!(
+            "/apis/admissionregistration.k8s.io/v1/{}/{name}",
+            self.plural()
+        )
     }
 }
 
@@ -109,12 +112,25 @@ impl Scene {
         static N: AtomicUsize = AtomicUsize::new(0);
         let cp = ControlPlane::shared().with_rbac();
         shipped_roles(cp);
-        let id = format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let id = format!(
+            "{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
         let home = cp.namespace(namespaces.first().expect("a namespace"));
         let namespaces: HashMap<String, String> = namespaces
             .iter()
             .enumerate()
-            .map(|(i, s)| (s.to_string(), if i == 0 { home.clone() } else { cp.namespace(s) }))
+            .map(|(i, s)| {
+                (
+                    s.to_string(),
+                    if i == 0 {
+                        home.clone()
+                    } else {
+                        cp.namespace(s)
+                    },
+                )
+            })
             .collect();
         cp.kubectl_ok(&["create", "serviceaccount", "metainit", "-n", &home]);
         let dir = tempfile::tempdir().expect("tempdir");
@@ -207,7 +223,8 @@ impl Scene {
             "/apis/discovery.k8s.io/v1/namespaces/{}/endpointslices/{svc}-abc",
             self.ns(ns)
         );
-        let patch = json!([{"op": "replace", "path": "/endpoints/0/conditions/ready", "value": ready}]);
+        let patch =
+            json!([{"op": "replace", "path": "/endpoints/0/conditions/ready", "value": ready}]);
         self.send(
             http::Request::patch(path)
                 .header("Content-Type", "application/json-patch+json")
@@ -424,7 +441,11 @@ impl Scene {
             .iter()
             .filter(|e| e["verb"] == "patch" && e["objectRef"]["resource"] == kind.plural())
             .filter(|e| e["objectRef"]["name"] == name.as_str())
-            .filter(|e| e["responseStatus"]["code"].as_u64().is_some_and(|c| c < 300))
+            .filter(|e| {
+                e["responseStatus"]["code"]
+                    .as_u64()
+                    .is_some_and(|c| c < 300)
+            })
             .map(|e| received(e))
             .collect()
     }
@@ -554,7 +575,9 @@ impl Scene {
             metainit
                 .log()
                 .iter()
-                .filter(|l| l.contains("a webhook's service has no ready endpoint") && l.contains(&service))
+                .filter(|l| {
+                    l.contains("a webhook's service has no ready endpoint") && l.contains(&service)
+                })
                 .count()
         };
         super::eventually("the service seen down", WAIT, || count() >= times).await;
