@@ -7,7 +7,6 @@ use std::time::SystemTime;
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use crate::admission::{self, Attributes, Operation, Phase};
 use crate::auth::Caller;
 use crate::config::{Generation, Rejection};
 use crate::legacy;
@@ -74,58 +73,6 @@ fn name_errors(res: &ResourceInfo, name: &str) -> Vec<String> {
         validation::dns1035_label(name)
     } else {
         validation::dns1123_subdomain(name)
-    }
-}
-
-/// The request's namespace as admission sees it: a Namespace's own name for its updates
-/// and deletes (RequestInfo reads `/api/v1/namespaces/NAME` so), none on its create.
-fn admission_namespace<'a>(
-    res: &ResourceInfo,
-    namespace: &'a str,
-    name: &'a str,
-    op: Operation,
-) -> &'a str {
-    if res.is_namespaces() {
-        if op == Operation::Create { "" } else { name }
-    } else {
-        namespace
-    }
-}
-
-/// Runs one phase of the webhooks on a modern double (legacy: nothing, 1.13's webhooks are
-/// not modelled).
-#[allow(clippy::too_many_arguments)]
-fn webhooks(
-    shared: &Shared,
-    inner: &Inner,
-    res: &ResourceInfo,
-    subresource: &str,
-    operation: Operation,
-    namespace: &str,
-    name: &str,
-    object: Option<&Value>,
-    old: Option<&Value>,
-    phase: Phase,
-) -> Result<(), ApiError> {
-    if shared.config.generation != Generation::Modern {
-        return Ok(());
-    }
-    let attrs = Attributes {
-        res,
-        subresource,
-        operation,
-        namespace: admission_namespace(res, namespace, name, operation),
-        name,
-        object,
-        old,
-    };
-    admission::admit(inner, &attrs, phase)
-}
-
-fn sub_name(sub: Subresource) -> &'static str {
-    match sub {
-        Subresource::Main => "",
-        Subresource::Status => "status",
     }
 }
 
@@ -223,24 +170,6 @@ pub fn create_at(
             "the namespace of the provided object does not match the namespace sent on the request",
         ));
     }
-    {
-        // Mutating admission runs in the create handler, before the strategy
-        // (`createHandler`, `pkg/endpoints/handlers/create.go`).
-        let inner = shared.store.lock();
-        let name = meta_str(&obj, "name").to_string();
-        webhooks(
-            shared,
-            &inner,
-            res,
-            "",
-            Operation::Create,
-            namespace,
-            &name,
-            Some(&obj),
-            None,
-            Phase::Mutating,
-        )?;
-    }
     let mut name = meta_str(&obj, "name").to_string();
     let generate = meta_str(&obj, "generateName").to_string();
     if name.is_empty() && !generate.is_empty() {
@@ -314,20 +243,6 @@ pub fn create_at(
         .flatten()
         .filter(|g| g.as_array().is_some_and(|a| !a.is_empty()));
     let mut inner = shared.store.lock();
-    // Validating admission runs in `Store.Create` after the strategy, before the storage
-    // finds the name taken (`pkg/registry/generic/registry/store.go`).
-    webhooks(
-        shared,
-        &inner,
-        res,
-        "",
-        Operation::Create,
-        namespace,
-        &name,
-        Some(&obj),
-        None,
-        Phase::Validating,
-    )?;
     if inner.get(&res.key, namespace, &name).is_some() {
         return Err(status::already_exists(res, &name));
     }
@@ -645,21 +560,6 @@ pub fn update(
         }
         None => return Err(status::not_found(res, name)),
     };
-    // Mutating admission runs on the updated object before the update's preconditions
-    // and the strategy (`rest.DefaultUpdatedObjectInfo`'s transformers, applied first in
-    // `Store.Update`'s GuaranteedUpdate closure).
-    webhooks(
-        shared,
-        &inner,
-        res,
-        sub_name(sub),
-        Operation::Update,
-        namespace,
-        name,
-        Some(&obj),
-        Some(&old),
-        Phase::Mutating,
-    )?;
     let new = prepare_update(shared, res, namespace, name, obj, &old, caller, sub)?;
     // Validating admission runs inside the storage's update function, after the patch
     // was applied and the strategy validated (`rest.ValidateObjectUpdateFunc`, called
@@ -671,18 +571,6 @@ pub fn update(
     {
         return Err(status::rejected(res, name, r.code, &r.message));
     }
-    webhooks(
-        shared,
-        &inner,
-        res,
-        sub_name(sub),
-        Operation::Update,
-        namespace,
-        name,
-        Some(new.as_ref().unwrap_or(old.as_ref())),
-        Some(&old),
-        Phase::Validating,
-    )?;
     let Some(new) = new else {
         return Ok(old);
     };
@@ -886,30 +774,6 @@ pub fn bind(
     let current = inner
         .get(&res.key, namespace, name)
         .ok_or_else(|| status::not_found(res, name))?;
-    // `BindingREST.Create` is a create of `pods/binding` with the Binding object: the
-    // admission chain sees it as such (a rule on `pods` does not match it).
-    let mut meta = json!({"name": name, "namespace": namespace});
-    if let Some(a) = annotations {
-        meta["annotations"] = a.clone();
-    }
-    let binding = json!({
-        "kind": "Binding", "apiVersion": "v1", "metadata": meta,
-        "target": {"kind": "Node", "apiVersion": "v1", "name": node},
-    });
-    for phase in [Phase::Mutating, Phase::Validating] {
-        webhooks(
-            shared,
-            &inner,
-            res,
-            "binding",
-            Operation::Create,
-            namespace,
-            name,
-            Some(&binding),
-            None,
-            phase,
-        )?;
-    }
     let mut pod = (*current).clone();
     modern::bind(&mut pod, name, node, annotations, &now_rfc3339())
         .map_err(|why| status::binding_conflict(name, &why))?;
@@ -965,23 +829,6 @@ pub fn delete(
     }
     if modern && immortal {
         return Err(never_delete(res, name));
-    }
-    // Admission of a delete runs in `Store.Delete` on the stored object, after the
-    // preconditions (`rest.AdmissionToValidateObjectDeleteFunc`, k8s.io/apiserver
-    // `pkg/registry/rest/delete.go`: mutating, then validating, both with the old object).
-    for phase in [Phase::Mutating, Phase::Validating] {
-        webhooks(
-            shared,
-            &inner,
-            res,
-            "",
-            Operation::Delete,
-            namespace,
-            name,
-            None,
-            Some(&current),
-            phase,
-        )?;
     }
     if has_finalizers(&current) {
         // Finalizers keep the object, terminating, until the last one is removed.

@@ -432,7 +432,7 @@ pub struct Config {
     pub scheduler: Option<String>,
     /// `/version` reports this `(major, minor)` instead of the generation's 1.13 or 1.33;
     /// the APIs served stay the generation's. For the modern generation, a 1.21 to 1.25
-    /// server as clients see it: the admission webhooks and EndpointSlice v1 that those
+    /// server as clients see it: the webhook configurations and EndpointSlice v1 that those
     /// versions serve too, and a version that implies neither initializers nor gates.
     pub report_version: Option<(u32, u32)>,
 }

@@ -2,7 +2,6 @@
 // Kubernetes 1.13 (initializers) or 1.33 (scheduling gates), with faults on demand.
 #![forbid(unsafe_code)]
 
-pub mod admission;
 pub mod answers;
 pub mod api;
 pub mod auth;
@@ -10,14 +9,12 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod discovery;
-pub mod labelselector;
 pub mod legacy;
 pub mod modern;
 pub mod namespaces;
 pub mod openapi;
 pub mod patch;
 pub mod pods;
-pub mod resolver;
 pub mod resources;
 pub mod routes;
 pub mod scheduler;
@@ -138,8 +135,8 @@ impl Double {
     }
 
     /// Creates as a client with `includeUninitialized=true` would: admission runs (legacy:
-    /// pending initializers are filled from the rules; modern: the admission webhooks of
-    /// the stored configurations are called, `admission.rs`) but it never blocks.
+    /// pending initializers are filled from the rules; the double calls no webhooks) but it
+    /// never blocks.
     ///
     /// Every method that names an object takes its namespace; a cluster-scoped object
     /// (namespaces, webhook configurations) has namespace `""`. The wrong scope is a 404.
@@ -195,9 +192,7 @@ impl Double {
     }
 
     /// Replaces only `status` (the `/status` subresource), as a kubelet or a controller does
-    /// over HTTP: a client's write, so modern admission webhooks see an UPDATE of
-    /// subresource `status` (a rule on `pods` does not match it; `pods/status`, `pods/*`,
-    /// `*/status` and `*/*` do).
+    /// over HTTP.
     pub fn update_status(
         &self,
         resource: &str,
@@ -262,8 +257,7 @@ impl Double {
         .map_err(|e| e.status)
     }
 
-    /// DELETE, with the same preconditions-free rules and admission (modern webhooks see a
-    /// DELETE with the stored object as the old one) as over HTTP.
+    /// DELETE, with the same preconditions-free rules as over HTTP.
     pub fn delete(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, Value> {
         let res = self.scoped(resource, namespace)?;
         api::delete(self.shared(), &res, namespace, name, None)
@@ -279,7 +273,7 @@ impl Double {
     /// with, so gated again), as a controller replacing a pod from its template would.
     /// Returns the new object, or the Status (404 when there is no such object). The
     /// delete half is the server's own (no admission); the create half is a client's
-    /// create, so modern webhooks may refuse it, and then the object is gone.
+    /// create.
     pub fn recreate(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, Value> {
         let res = self.scoped(resource, namespace)?;
         api::recreate(self.shared(), &res, namespace, name)

@@ -15,13 +15,13 @@
 // namespace (`default`, `kube-system`, or any namespace holding an object, and not
 // stored) is listed and returned by GET as a Namespace carrying only the label
 // `kubernetes.io/metadata.name: NAME` (no uid, resourceVersion or creationTimestamp; no
-// watch event when it appears), and webhooks' namespaceSelectors see that label. Its first
-// PUT or PATCH stores it (ADDED); creating it (POST) stores it as any new namespace.
+// watch event when it appears). Its first PUT or PATCH stores it (ADDED); creating it
+// (POST) stores it as any new namespace.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::store::Inner;
 
@@ -123,23 +123,6 @@ pub fn implicit_entries(inner: &Inner) -> Vec<((String, String), Arc<Value>)> {
             ((String::new(), n), obj)
         })
         .collect()
-}
-
-/// The labels webhooks' namespaceSelectors see for namespace `name`: the stored object's,
-/// or the name label alone for an implicit (or unknown) namespace.
-pub fn labels(inner: &Inner, name: &str) -> Map<String, Value> {
-    match inner.get("namespaces", "", name) {
-        Some(ns) => ns
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default(),
-        None => {
-            let mut m = Map::new();
-            m.insert(NAME_LABEL.into(), json!(name));
-            m
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-// The modern double's per-kind create and update strategies for the kinds admission
-// webhooks need (pods' own rules are in `modern.rs`): what `PrepareForCreate`,
+// The modern double's per-kind create and update strategies for the kinds `--webhooks`
+// reads (pods' own rules are in `modern.rs`): what `PrepareForCreate`,
 // `PrepareForUpdate`, `Validate` and `Canonicalize` do for Namespaces
 // (`namespaces.rs`), webhook configurations (`webhookconfig.rs`), Services and
 // EndpointSlices (`services.rs`).
@@ -17,7 +17,8 @@ fn is_mutating(res: &ResourceInfo) -> bool {
 }
 
 /// After the generic create preparation (name, uid, timestamps), before validating
-/// admission: `Err` is the 422 of the kind's validation.
+/// admission: `Err` is the 422 of the kind's validation (webhook configurations: their
+/// defaults only, `webhookconfig.rs`).
 pub fn on_create(
     res: &ResourceInfo,
     obj: &mut Value,
@@ -28,10 +29,6 @@ pub fn on_create(
         namespaces::on_create(obj, name);
     } else if res.is_webhook_configuration() {
         webhookconfig::default(obj, is_mutating(res));
-        let causes = webhookconfig::validate(obj, is_mutating(res));
-        if !causes.is_empty() {
-            return Err(status::invalid(res, name, &causes));
-        }
     } else if res.key == "services" {
         services::service_on_create(obj, namespace, name);
     } else if res.key == "endpointslices.discovery.k8s.io" {
@@ -55,10 +52,6 @@ pub fn on_update(
         namespaces::on_update(new, old, name);
     } else if res.is_webhook_configuration() {
         webhookconfig::default(new, is_mutating(res));
-        let causes = webhookconfig::validate(new, is_mutating(res));
-        if !causes.is_empty() {
-            return Err(status::invalid(res, name, &causes));
-        }
     } else if res.key == "services" {
         services::service_on_update(new, old);
     } else if res.key == "endpointslices.discovery.k8s.io" {

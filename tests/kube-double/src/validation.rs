@@ -4,8 +4,6 @@
 // `RegexError`), and how `field.Error` renders bad values (`pkg/util/validation/field/errors.go`,
 // `ErrorBody`: strings as `%q`, numbers as `%v`, slices as Go's `%#v`).
 
-use crate::status::Cause;
-
 const QNAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const QNAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
@@ -165,34 +163,9 @@ pub fn label_value(value: &str) -> Vec<String> {
     errs
 }
 
-/// `IsFullyQualifiedName` (webhook names): a subdomain of at least three segments.
-pub fn fully_qualified_name(path: &str, name: &str) -> Vec<Cause> {
-    if name.is_empty() {
-        return vec![Cause::required(path, "")];
-    }
-    let errs = dns1123_subdomain(name);
-    if !errs.is_empty() {
-        return vec![Cause::invalid(path, quote(name), errs.join(","))];
-    }
-    if name.split('.').count() < 3 {
-        return vec![Cause::invalid(
-            path,
-            quote(name),
-            "should be a domain with at least three segments separated by dots",
-        )];
-    }
-    Vec::new()
-}
-
 /// A string as Go's `%q` prints it.
 pub fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
-}
-
-/// A slice of (possibly named) strings as Go's `%#v` prints it: `[]string{"a", "b"}`.
-pub fn go_slice(type_name: &str, items: &[String]) -> String {
-    let inner: Vec<String> = items.iter().map(|i| quote(i)).collect();
-    format!("[]{type_name}{{{}}}", inner.join(", "))
 }
 
 /// `field.NotSupported`'s detail: `supported values: "a", "b"`.
@@ -224,14 +197,5 @@ mod tests {
         assert_eq!(label_value("a b").len(), 1);
         assert_eq!(dns1123_label("a.b"), vec!["must not contain dots"]);
         assert!(dns1035_label("1abc")[0].starts_with("a DNS-1035 label"));
-        let c = fully_qualified_name("webhooks[0].name", "hook.example");
-        assert_eq!(
-            c[0].message,
-            "Invalid value: \"hook.example\": should be a domain with at least three segments separated by dots"
-        );
-        assert_eq!(
-            go_slice("string", &["*".into(), "apps".into()]),
-            "[]string{\"*\", \"apps\"}"
-        );
     }
 }
