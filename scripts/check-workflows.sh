@@ -10,10 +10,14 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 module=$here/tests/actionlint
 cache=${METAINIT_ACTIONLINT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metainit/actionlint}
 
-say() { echo "check-workflows: $*" >&2; }
-die() { say "$*"; exit 1; }
+# shellcheck source=scripts/lib/logging.sh
+. "$here/scripts/lib/logging.sh"
+log_init check-workflows
+# shellcheck source=scripts/lib/go-build.sh
+. "$here/scripts/lib/go-build.sh"
 
-# The binary of the pinned version, built once.
+# The binary of the pinned version, built once (scripts/lib/go-build.sh's recipe; one file,
+# named by its version alone).
 actionlint_binary() {
   local version
   version=$(awk '$1 == "github.com/rhysd/actionlint" { print $2; exit }' "$module/go.mod")
@@ -22,8 +26,8 @@ actionlint_binary() {
   [[ -x $bin ]] && return
   say "building actionlint $version"
   mkdir -p "$cache"
-  GOFLAGS="-mod=readonly -buildvcs=false" go build -C "$module" -trimpath -o "$bin.tmp" \
-    github.com/rhysd/actionlint/cmd/actionlint || die "go build of actionlint failed"
+  (cd "$module" && go_build -o "$bin.tmp" github.com/rhysd/actionlint/cmd/actionlint) ||
+    die "go build of actionlint failed"
   mv "$bin.tmp" "$bin"
 }
 

@@ -11,39 +11,32 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 module=$here/tests/helm
-# go.mod and go.sum are committed: a build never changes them.
-export GOFLAGS="-mod=readonly -buildvcs=false"
 
-say() { echo "helm.sh: $*" >&2; }
-die() { say "$*"; exit 1; }
+# shellcheck source=scripts/lib/logging.sh
+. "$here/scripts/lib/logging.sh"
+# shellcheck source=scripts/lib/go-build.sh
+. "$here/scripts/lib/go-build.sh"
+log_init helm.sh
 
 version=$(awk '$1 == "helm.sh/helm/v4" && $2 ~ /^v/ { print $2; exit }' "$module/go.mod")
 [ -n "$version" ] || die "cannot read helm's version in $module/go.mod"
 # The recipe's number changes when the way of building does.
-key=$( (echo recipe 1; cat "$module/go.mod" "$module/go.sum") | sha256sum | cut -c1-12)
+key=$(go_build_key 1 "$module/go.mod" "$module/go.sum")
 cache=${METAINIT_HELM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metainit/helm}
 bin=$cache/helm-$version-$key/helm
 
+# helm_step TMP: helm into TMP, with the version a release build stamps (helm's Makefile),
+# so `helm version` says v4.x.y.
+helm_step() {
+  say "building helm $version (a minute or two the first time)" &&
+    go_build -ldflags "-w -s -X helm.sh/helm/v4/internal/version.version=$version -X helm.sh/helm/v4/internal/version.metadata=" \
+      -o "$1/helm" helm.sh/helm/v4/cmd/helm
+}
+
+# One build kept: those of other versions or recipes go.
 build() {
-  if [ -x "$bin" ]; then
-    return 0
-  fi
-  command -v go >/dev/null || die "go is not installed (Go $(awk '$1 == "go" { print $2 }' "$module/go.mod") or later builds helm)"
-  local start=$SECONDS tmp
-  mkdir -p "$cache"
-  tmp=$(mktemp -d "$cache/build.XXXXXX")
-  say "building helm $version (a minute or two the first time)"
-  # The version a release build stamps (helm's Makefile), so `helm version` says v4.x.y.
-  (
-    cd "$module"
-    CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-w -s -X helm.sh/helm/v4/internal/version.version=$version -X helm.sh/helm/v4/internal/version.metadata=" \
-      -o "$tmp/helm" helm.sh/helm/v4/cmd/helm
-  )
-  # One build kept: those of other versions or recipes go.
-  rm -rf "$cache"/helm-*
-  mv "$tmp" "$(dirname "$bin")"
-  say "built in $((SECONDS - start))s: $bin"
+  go_build_cached --quiet --module "$module" --out "$(dirname "$bin")" --binaries helm \
+    --prune 'helm-*' --what helm -- helm_step
 }
 
 case ${1:-} in

@@ -21,18 +21,19 @@ set -Eeuo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 module=$here/tests/kueue
-# go.mod and go.sum are committed: a build never changes them.
-export GOFLAGS="-mod=readonly -buildvcs=false"
 image_ref=localhost/node/kueue:test
 
-say() { echo "kueue.sh: $*" >&2; }
-die() { say "$*"; exit 1; }
+# shellcheck source=scripts/lib/logging.sh
+. "$here/scripts/lib/logging.sh"
+# shellcheck source=scripts/lib/go-build.sh
+. "$here/scripts/lib/go-build.sh"
+log_init kueue.sh
 trap 'say "failed at line $LINENO: $BASH_COMMAND"' ERR
 
 version=$(awk '$1 == "sigs.k8s.io/kueue" && $2 ~ /^v/ { print $2; exit }' "$module/go.mod")
 [ -n "$version" ] || die "cannot read Kueue's version in $module/go.mod"
 # The recipe's number changes when the way of building does.
-key=$( (echo recipe 1; cat "$module/go.mod" "$module/go.sum") | sha256sum | cut -c1-12)
+key=$(go_build_key 1 "$module/go.mod" "$module/go.sum")
 cache=${METAINIT_KUEUE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metainit/kueue}
 out=$cache/kueue-$version-$key
 
@@ -41,30 +42,23 @@ out=$cache/kueue-$version-$key
 work=$(mktemp -d "${TMPDIR:-/tmp}/kueue.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-build() {
-  if [ -x "$out/manager" ]; then
-    say "built already: $out"
-    return 0
-  fi
-  command -v go >/dev/null || die "go is not installed (Go $(awk '$1 == "go" { print $2 }' "$module/go.mod") or later builds Kueue)"
-  local start=$SECONDS tmp date
-  mkdir -p "$cache"
-  tmp=$(mktemp -d "$cache/build.XXXXXX")
-  say "building Kueue $version (two cores: several minutes the first time)"
-  (
-    cd "$module" || exit 1
-    # The module's release time, not the clock: the same go.mod gives the same binary.
-    date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' sigs.k8s.io/kueue)
+# kueue_step TMP: the manager into TMP, stamped with the module's release time, not the
+# clock: the same go.mod gives the same binary.
+kueue_step() {
+  local date
+  say "building Kueue $version (two cores: several minutes the first time)" &&
+    date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' sigs.k8s.io/kueue) &&
     # Kueue's Makefile (`make build`, which its Dockerfile runs) stamps these three; the
     # module carries no commit, so that one says so.
-    CGO_ENABLED=0 go build -trimpath \
+    go_build \
       -ldflags "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$version -X sigs.k8s.io/kueue/pkg/version.GitCommit=none -X sigs.k8s.io/kueue/pkg/version.BuildDate=$date" \
-      -o "$tmp/manager" sigs.k8s.io/kueue/cmd/kueue
-  )
-  # One build kept: those of other versions or recipes go.
-  rm -rf "$cache"/kueue-*
-  mv "$tmp" "$out"
-  say "built in $((SECONDS - start))s: $out"
+      -o "$1/manager" sigs.k8s.io/kueue/cmd/kueue
+}
+
+# One build kept: those of other versions or recipes go.
+build() {
+  go_build_cached --module "$module" --out "$out" --binaries manager --prune 'kueue-*' \
+    --what Kueue -- kueue_step
 }
 
 path() {
