@@ -47,13 +47,17 @@
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-# go.mod and go.sum are committed: a build never changes them.
-export GOFLAGS="-mod=readonly -buildvcs=false"
 cache=${METAINIT_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metainit/control-plane}
 
-say() { echo "control-plane: $*" >&2; }
-die() { say "$*"; exit 1; }
-
+# shellcheck source=scripts/lib/logging.sh
+. "$here/scripts/lib/logging.sh"
+log_init control-plane
+# shellcheck source=scripts/lib/go-build.sh
+. "$here/scripts/lib/go-build.sh"
+# shellcheck source=scripts/lib/wait.sh
+. "$here/scripts/lib/wait.sh"
+# shellcheck source=scripts/lib/ports.sh
+. "$here/scripts/lib/ports.sh"
 # shellcheck source=scripts/lib/minor.sh
 . "$here/scripts/lib/minor.sh"
 # shellcheck source=scripts/lib/version-ldflags.sh

@@ -19,33 +19,27 @@ set_minor() {
   fi
   # The recipe's number changes when the way of building does.
   local key
-  key=$( (echo recipe 2; cat "$module/go.mod" "$module/go.sum") | sha256sum | cut -c1-12)
+  key=$(go_build_key 2 "$module/go.mod" "$module/go.sum")
   bin=$cache/kubernetes-$k8s_version-etcd-$etcd_version-$key
 }
 
-build() {
-  if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-scheduler" ] && [ -x "$bin/etcd" ]; then
-    say "built already: $bin"
-    return 0
-  fi
-  command -v go >/dev/null || die "go is not installed (Go $(awk '$1 == "go" { print $2 }' "$module/go.mod") or later builds the control plane)"
-  local start=$SECONDS tmp
-  mkdir -p "$cache"
-  tmp=$(mktemp -d "$cache/build.XXXXXX")
-  say "downloading modules for Kubernetes $k8s_version and etcd $etcd_version"
-  (cd "$module" && go mod download)
-  local fetched=$((SECONDS - start))
-  say "modules ready in ${fetched}s; building (two cores: several minutes the first time)"
-  (
-    cd "$module" || exit 1
-    go build -trimpath -o "$tmp/etcd" go.etcd.io/etcd/server/v3
-    go build -trimpath -ldflags "$(version_ldflags)" -o "$tmp/" \
+# control_plane_step TMP: etcd, kube-apiserver and kube-scheduler into TMP, linked to glibc
+# (cgo: the node's images carry what ldd names), Kubernetes' stamped with its version.
+control_plane_step() {
+  local start=$SECONDS fetched
+  say "downloading modules for Kubernetes $k8s_version and etcd $etcd_version" &&
+    go mod download &&
+    fetched=$((SECONDS - start)) &&
+    say "modules ready in ${fetched}s; building (two cores: several minutes the first time)" &&
+    go_build --cgo -o "$1/etcd" go.etcd.io/etcd/server/v3 &&
+    go_build --cgo -ldflags "$(version_ldflags)" -o "$1/" \
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler
-  )
-  # One build of each minor kept: its other patches' and recipes' go.
-  rm -rf "$cache/kubernetes-v$minor".*
-  mv "$tmp" "$bin"
-  say "built in $((SECONDS - start))s (modules ${fetched}s): $bin"
+}
+
+# One build of each minor kept: its other patches' and recipes' go.
+build() {
+  go_build_cached --module "$module" --out "$bin" --binaries "kube-apiserver kube-scheduler etcd" \
+    --prune "kubernetes-v$minor.*" --what "the control plane" -- control_plane_step
 }
 
 versions() { # the pinned minors: MINOR KUBERNETES ETCD

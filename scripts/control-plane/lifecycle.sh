@@ -3,10 +3,6 @@
 # up, env, check-network and down (sourced by scripts/control-plane.sh), and what up makes
 # in the cluster: the two Nodes and the ServiceAccounts `default`.
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 admin() { kubectl --kubeconfig "$dir/admin.kubeconfig" "$@"; }
 
 node() { # NAME: a Node as a kubelet would register it, made Ready and schedulable by hand
@@ -88,13 +84,13 @@ start_apiservers() {
   local i t0
   t0=$(date +%s.%N)
   start_apiserver 1
-  wait_for kube-apiserver 120 serving_cert_written
+  wait_up kube-apiserver 120 serving_cert_written
   # The certificate file holds the CA that signed it too.
   cp "$dir/serving/apiserver.crt" "$dir/pki/serving-ca.crt"
   for i in $(seq 2 "$(apiservers)"); do start_apiserver "$i"; done
-  wait_for kube-apiserver 120 readyz 1
+  wait_up kube-apiserver 120 readyz 1
   ready=$(since "$t0")
-  for i in $(seq 2 "$(apiservers)"); do wait_for "kube-apiserver-$i" 120 readyz "$i"; done
+  for i in $(seq 2 "$(apiservers)"); do wait_up "kube-apiserver-$i" 120 readyz "$i"; done
   ready_all=$(since "$t0")
 }
 
@@ -129,7 +125,7 @@ up() {
   if [ ${#args[@]} -gt 0 ]; then printf '%s\n' "${args[@]}" >"$dir/apiserver.args"; fi
   ports
   start_etcd
-  wait_for etcd 60 etcd_health
+  wait_up etcd 60 etcd_health
   start_apiservers
   write_kubeconfigs
   start_kube-scheduler

@@ -105,12 +105,12 @@ start() {
   local i
   running "$1" && die "$1 is running already"
   case $1 in
-    etcd) start_etcd; wait_for etcd 60 etcd_health ;;
+    etcd) start_etcd; wait_up etcd 60 etcd_health ;;
     kube-scheduler) start_kube-scheduler ;;
     *)
       i=$(instance "$1")
       start_apiserver "$i"
-      wait_for "$1" 120 readyz "$i"
+      wait_up "$1" 120 readyz "$i"
       ;;
   esac
 }
@@ -124,25 +124,16 @@ stop() { # NAME: SIGKILL, as a crash would
   rm -f "$dir/$1.pid"
 }
 
-# wait_for WHAT SECONDS COMMAND...: polls COMMAND until it succeeds.
-wait_for() {
-  local what=$1 limit=$2
-  shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    if ! running "$what"; then
-      say "$what exited; the end of its log:"
-      tail -n 30 "$dir/$what.log" >&2 || true
-      return 1
-    fi
-    if [ $SECONDS -ge $deadline ]; then
-      say "$what did not come up within ${limit}s; the end of its log:"
-      tail -n 30 "$dir/$what.log" >&2 || true
-      return 1
-    fi
-    sleep 0.1
-  done
-}
+# log_tail NAME: the end of its log, on stderr.
+log_tail() { tail -n 30 "$dir/$1.log" >&2 || true; }
+# still_running NAME: whether NAME runs; if not, says so with the end of its log.
+still_running() { running "$1" || { say "$1 exited; the end of its log:"; log_tail "$1"; return 1; }; }
+# not_up NAME SECONDS: NAME's deadline passed; the end of its log.
+not_up() { say "$1 did not come up within ${2}s; the end of its log:"; log_tail "$1"; }
+
+# wait_up NAME SECONDS COMMAND...: polls COMMAND until it succeeds (scripts/lib/wait.sh),
+# while process NAME runs; else the end of NAME's log.
+wait_up() { wait_for --every 0.1 --alive still_running --late not_up "$@"; }
 
 readyz() { # [I]: whether kube-apiserver I (the first by default) answers /readyz with 200
   curl -sf --cacert "$dir/pki/serving-ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" \
