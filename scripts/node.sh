@@ -52,13 +52,16 @@ set -Eeuo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 # The installer's module (tests/node/installer); each minor's kubelet has its own.
 installer_module=$here/tests/node
-export GOFLAGS="-mod=readonly -buildvcs=false"
 node_name=node-1
 cache=${METAINIT_NODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metainit/node}
 
-say() { echo "node: $*" >&2; }
-die() { say "$*"; exit 1; }
-
+# shellcheck source=scripts/lib/logging.sh
+. "$here/scripts/lib/logging.sh"
+log_init node
+# shellcheck source=scripts/lib/go-build.sh
+. "$here/scripts/lib/go-build.sh"
+# shellcheck source=scripts/lib/wait.sh
+. "$here/scripts/lib/wait.sh"
 # shellcheck source=scripts/lib/minor.sh
 . "$here/scripts/lib/minor.sh"
 
@@ -69,8 +72,8 @@ set_minor() {
   k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$module/go.mod")
   [ -n "$k8s_version" ] || die "cannot read the Kubernetes version in $module/go.mod"
   local key
-  key=$( (echo recipe 3; cat "$module/go.mod" "$module/go.sum" "$installer_module/go.mod" \
-    "$installer_module/go.sum" "$installer_module/installer/main.go") | sha256sum | cut -c1-12)
+  key=$(go_build_key 3 "$module/go.mod" "$module/go.sum" "$installer_module/go.mod" \
+    "$installer_module/go.sum" "$installer_module/installer/main.go")
   bin=$cache/kubernetes-$k8s_version-$key
 }
 

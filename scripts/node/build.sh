@@ -1,42 +1,34 @@
 # shellcheck shell=bash
-# shellcheck disable=SC2154 # $bin, $cache, $dir, $here, $installer_module, $k8s_version, $minor, $module: scripts/node.sh's globals, set before it calls this
+# shellcheck disable=SC2154 # $bin, $dir, $here, $installer_module, $k8s_version, $minor, $module: scripts/node.sh's globals, set before it calls this
 # The node's binaries and images (sourced by scripts/node.sh): kubelet,
 # kube-controller-manager, kube-proxy and kubeadm built static from the minor's tests/node/MINOR/go.mod, the test's
 # installer from tests/node/go.mod (its source is part of the cache key), the pause binary
 # from the minor's build/pause/linux/pause.c, and FROM scratch images of the control plane, pause and
 # metainit (the Dockerfile's final stage, as scripts/image-check.sh builds it).
 
-build() {
-  if [ -x "$bin/kubelet" ] && [ -x "$bin/kube-controller-manager" ] && [ -x "$bin/kube-proxy" ] &&
-    [ -x "$bin/kubeadm" ] && [ -x "$bin/pause" ] &&
-    [ -x "$bin/installer" ]; then
-    say "built already: $bin"
-    return 0
-  fi
-  command -v go >/dev/null || die "go is not installed (it builds the kubelet)"
+# node_step TMP: the node's binaries into TMP, static, as Kubernetes releases them
+# (kube-controller-manager runs FROM scratch); the installer whose deadlock tests/node.rs
+# breaks (tests/node/installer); the pause binary from the minor's own source.
+node_step() {
+  local src
   command -v gcc >/dev/null || die "gcc is not installed (it builds the pause binary)"
-  local start=$SECONDS tmp src
-  mkdir -p "$cache"
-  tmp=$(mktemp -d "$cache/build.XXXXXX")
-  say "downloading modules for Kubernetes $k8s_version"
-  (cd "$module" && go mod download)
-  (cd "$installer_module" && go mod download)
-  say "building kubelet, kube-controller-manager, kube-proxy and kubeadm (two cores: several minutes the first time)"
-  (
-    cd "$module" || exit 1
-    # Static, as Kubernetes releases them: kube-controller-manager runs FROM scratch.
-    CGO_ENABLED=0 go build -trimpath -ldflags "$(version_ldflags)" -o "$tmp/" \
+  say "downloading modules for Kubernetes $k8s_version" &&
+    go mod download &&
+    (cd "$installer_module" && go mod download) &&
+    say "building kubelet, kube-controller-manager, kube-proxy and kubeadm (two cores: several minutes the first time)" &&
+    go_build -ldflags "$(version_ldflags)" -o "$1/" \
       k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubeadm
-  )
-  # The installer whose deadlock tests/node.rs breaks (tests/node/installer).
-  (cd "$installer_module" && CGO_ENABLED=0 go build -trimpath -o "$tmp/installer" ./installer)
-  src=$(cd "$module" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
-  gcc -Os -static -DVERSION="$k8s_version" -o "$tmp/pause" "$src/build/pause/linux/pause.c"
-  # One build of each minor kept.
-  rm -rf "$cache/kubernetes-v$minor".*
-  mv "$tmp" "$bin"
-  say "built in $((SECONDS - start))s: $bin"
+      k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubeadm &&
+    (cd "$installer_module" && go_build -o "$1/installer" ./installer) &&
+    src=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes) &&
+    gcc -Os -static -DVERSION="$k8s_version" -o "$1/pause" "$src/build/pause/linux/pause.c"
+}
+
+# One build of each minor kept.
+build() {
+  go_build_cached --module "$module" --out "$bin" \
+    --binaries "kubelet kube-controller-manager kube-proxy kubeadm pause installer" \
+    --prune "kubernetes-v$minor.*" --what "the kubelet" -- node_step
 }
 
 # image NAME ENTRYPOINT FILE... : a FROM scratch image of the files (paths relative to the

@@ -40,20 +40,6 @@ start_node() {
   start_kube_proxy
 }
 
-# wait_for WHAT SECONDS COMMAND...: polls COMMAND until it succeeds.
-wait_for() {
-  local what=$1 limit=$2
-  shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    if [ $SECONDS -ge $deadline ]; then
-      say "$what did not happen within ${limit}s"
-      return 1
-    fi
-    sleep 0.2
-  done
-}
-
 containerd_config() {
   mkdir -p "$dir/containerd"
   cat >"$dir/containerd/config.toml" <<EOF
