@@ -11,10 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${CARGO_TARGET_DIR:-target}/book
 
-die() {
-    echo "check-book: FAILED: $*" >&2
-    exit 1
-}
+# shellcheck source=scripts/lib/logging.sh
+. scripts/lib/logging.sh
+log_init check-book --failed
 
 # mdbook: where .ci/run installs it, if it is not on PATH.
 find_mdbook() {

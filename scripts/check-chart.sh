@@ -38,10 +38,9 @@ chart=charts/metainit
 # shellcheck source=scripts/validate.sh
 source scripts/validate.sh
 
-die() {
-    echo "check-chart: FAILED: $*" >&2
-    exit 1
-}
+# shellcheck source=scripts/lib/logging.sh
+source scripts/lib/logging.sh
+log_init check-chart --failed
 
 command -v kubernetes-validate >/dev/null || die "kubernetes-validate not found (pip install kubernetes-validate)"
 command -v kubectl >/dev/null || die "kubectl not found (it renders manifests/deployment: kubectl kustomize)"

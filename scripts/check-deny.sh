@@ -14,10 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 checks=(licenses bans sources)
 
-die() {
-    echo "check-deny: FAILED: $*" >&2
-    exit 1
-}
+# shellcheck source=scripts/lib/logging.sh
+. scripts/lib/logging.sh
+log_init check-deny --failed
 
 # cargo-deny: where .ci/run installs it, if it is not on PATH.
 PATH=$PATH:${XDG_CACHE_HOME:-$HOME/.cache}/metainit/tools/bin

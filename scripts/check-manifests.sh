@@ -28,10 +28,9 @@ bin=${1:-target/debug/metainit}
 # shellcheck source=scripts/validate.sh
 source scripts/validate.sh
 
-die() {
-    echo "check-manifests: FAILED: $*" >&2
-    exit 1
-}
+# shellcheck source=scripts/lib/logging.sh
+source scripts/lib/logging.sh
+log_init check-manifests --failed
 
 command -v kubernetes-validate >/dev/null || die "kubernetes-validate not found (pip install kubernetes-validate)"
 command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"

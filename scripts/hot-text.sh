@@ -11,10 +11,9 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-die() {
-    echo "hot-text: $*" >&2
-    exit 1
-}
+# shellcheck source=scripts/lib/logging.sh
+. scripts/lib/logging.sh
+log_init hot-text
 for tool in valgrind nm cargo-zigbuild python3; do
     command -v "$tool" >/dev/null || die "$tool not found"
 done

@@ -37,10 +37,9 @@ declare -A rust_target=([amd64]=x86_64-unknown-linux-musl [arm64]=aarch64-unknow
 declare -A file_arch=([amd64]=x86-64 [arm64]=aarch64)
 ca_bundle=/etc/ssl/certs/ca-certificates.crt
 
-die() {
-    echo "image-check: FAILED: $*" >&2
-    exit 1
-}
+# shellcheck source=scripts/lib/logging.sh
+source scripts/lib/logging.sh
+log_init image-check --failed
 
 # cargo-cyclonedx: where .ci/run installs it, if it is not on PATH.
 PATH=$PATH:${XDG_CACHE_HOME:-$HOME/.cache}/metainit/tools/bin

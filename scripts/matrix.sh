@@ -22,7 +22,9 @@ set -Eeuo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
-say() { echo "matrix: $*" >&2; }
+# shellcheck source=scripts/lib/logging.sh
+. "$here/scripts/lib/logging.sh"
+log_init matrix
 
 usage() {
   sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2

@@ -16,8 +16,9 @@ set -Eeuo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 
-say() { echo "pin-kubernetes: $*" >&2; }
-die() { say "$*"; exit 2; }
+# shellcheck source=scripts/lib/logging.sh
+. "$here/scripts/lib/logging.sh"
+log_init pin-kubernetes --status 2
 
 usage() {
   sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2

@@ -41,8 +41,9 @@ image='' charts='' out='' version=''
 insecure=()
 platforms=amd64,arm64
 
-say() { echo "release: $*" >&2; }
-die() { say "$*"; exit 1; }
+# shellcheck source=scripts/lib/logging.sh
+source "$here/scripts/lib/logging.sh"
+log_init release
 usage() {
   [[ -z ${1:-} ]] || say "$1"
   echo "usage: release.sh [--image REPOSITORY] [--charts oci://HOST/PATH] [--out DIR] [--platforms amd64,arm64] [--insecure] VERSION" >&2
