@@ -12,22 +12,14 @@ cd "$(dirname "$0")/.."
 
 held=20 # seconds the deadlock is shown for
 
-if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
-say() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
-fail() { echo "demo failed: $*" >&2; exit 1; }
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# until_true SECONDS WHAT COMMAND...: polls COMMAND until it succeeds, or fails the demo.
-until_true() {
-  local limit=$1 what=$2 deadline
-  shift 2
-  deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt "$deadline" ] || fail "$what: not within ${limit}s"
-    sleep 0.5
-  done
-}
+# shellcheck source=scripts/lib/logging.sh
+. scripts/lib/logging.sh
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
+# shellcheck source=scripts/lib/wait.sh
+. scripts/lib/wait.sh
+# What fails the demo says "demo failed: WHY" (die, and a wait_for past its deadline).
+log_init "demo failed"
 
 # manifest FILE NAME=VALUE...: a manifest of tests/node/installer with its ${NAME}s replaced.
 manifest() {
@@ -35,7 +27,7 @@ manifest() {
   text=$(cat "tests/node/installer/$file")
   shift
   for kv in "$@"; do text=${text//"\${${kv%%=*}}"/${kv#*=}}; done
-  case $text in *"\${"*) fail "$file: a value is missing" ;; esac
+  case $text in *"\${"*) die "$file: a value is missing" ;; esac
   printf '%s\n' "$text"
 }
 
@@ -49,36 +41,36 @@ webhook_ready() {
 }
 
 boot() {
-  say "A control-plane node boots, the kubeadm way, without metainit"
+  heading "A control-plane node boots, the kubeadm way, without metainit"
   local env
-  env=$(bash scripts/node.sh up --owner $$ --without-metainit) || fail "scripts/node.sh up (its reason is above)"
+  env=$(bash scripts/node.sh up --owner $$ --without-metainit) || die "scripts/node.sh up (its reason is above)"
   eval "$env"
   export KUBECONFIG=$NODE_ADMIN
   kubectl get pods -n kube-system -o wide | sed 's/^/  /'
 }
 
 install_webhook() {
-  say "An installer: a webhook that puts a scheduling gate on every new pod, until its controller has processed it"
+  heading "An installer: a webhook that puts a scheduling gate on every new pod, until its controller has processed it"
   local port ca
   port=$(free_port)
   manifest webhook.yaml "WEBHOOK_PORT=$port" | kubectl apply -f - | sed 's/^/  /'
   kubectl -n installer create secret tls webhook-tls --cert "$NODE_PKI/installer-webhook.crt" \
     --key "$NODE_PKI/installer-webhook.key" | sed 's/^/  /'
-  until_true 120 "the webhook's pod Ready" webhook_ready
+  wait_for --every 0.5 "the webhook's pod Ready" 120 webhook_ready || exit 1
   ca=$(base64 -w0 "$NODE_PKI/ca.crt")
   manifest webhook-configuration.yaml "WEBHOOK_PORT=$port" "CA_BUNDLE=$ca" | kubectl apply -f - | sed 's/^/  /'
 }
 
 the_deadlock() {
-  say "Its controller is deployed, its pod template labelled k8s.opsani.io/initializer: the webhook gates it too"
+  heading "Its controller is deployed, its pod template labelled k8s.opsani.io/initializer: the webhook gates it too"
   manifest controller.yaml "READY_PORT=$(free_port)" "API_PORT=${NODE_SERVER##*:}" |
     kubectl apply -f - | sed 's/^/  /'
-  until_true 120 "the controller's pod created" controller_pod
+  wait_for --every 0.5 "the controller's pod created" 120 controller_pod || exit 1
   pod=$(controller_pod)
   local start=$SECONDS
   while [ $((SECONDS - start)) -lt $held ]; do
-    [ "$(gates_of installer "$pod")" = example.com/installer ] || fail "$pod lost its gate without metainit"
-    [ -z "$(jsonpath '{.spec.nodeName}' -n installer get pod "$pod")" ] || fail "$pod was bound while gated"
+    [ "$(gates_of installer "$pod")" = example.com/installer ] || die "$pod lost its gate without metainit"
+    [ -z "$(jsonpath '{.spec.nodeName}' -n installer get pod "$pod")" ] || die "$pod was bound while gated"
     sleep 1
   done
   echo "after ${held}s, $pod is still gated, and nothing will ever lift the gate: the deadlock"
@@ -86,24 +78,24 @@ the_deadlock() {
 }
 
 metainit_arrives() {
-  say "manifests/metainit.yaml copied into the kubelet's manifests directory (image and kubeconfig path set)"
+  heading "manifests/metainit.yaml copied into the kubelet's manifests directory (image and kubeconfig path set)"
   bash scripts/node.sh metainit "$METAINIT_NODE"
   diff "manifests/metainit.yaml" "$NODE_METAINIT_MANIFEST" | sed 's/^/  /' || true
-  until_true 120 "metainit's mirror pod Ready" metainit_ready
+  wait_for --every 0.5 "metainit's mirror pod Ready" 120 metainit_ready || exit 1
   kubectl get pod -n kube-system "metainit-$NODE_NAME" -o wide | sed 's/^/  /'
 }
 
 deadlock_broken() {
   local start=$SECONDS
-  until_true 120 "$pod cleared and Ready" is_ready installer "$pod"
-  [ -z "$(gates_of installer "$pod")" ] || fail "$pod Ready but still gated"
+  wait_for --every 0.5 "$pod cleared and Ready" 120 is_ready installer "$pod" || exit 1
+  [ -z "$(gates_of installer "$pod")" ] || die "$pod Ready but still gated"
   echo "$pod: gate cleared, bound to $(jsonpath '{.spec.nodeName}' -n installer get pod "$pod"), Running and Ready within $((SECONDS - start))s"
   kubectl get pods -n installer | sed 's/^/  /'
 
-  say "The installer does its job: a workload's pod, gated by the webhook, processed by the controller"
+  heading "The installer does its job: a workload's pod, gated by the webhook, processed by the controller"
   kubectl run job -n workloads --image localhost/node/pause:test --image-pull-policy Never \
     --overrides '{"spec": {"hostNetwork": true}}' | sed 's/^/  /'
-  until_true 120 "the workload processed and Running" processed
+  wait_for --every 0.5 "the workload processed and Running" 120 processed || exit 1
   echo "job: processed by $(jsonpath '{.metadata.annotations.example\.com/processed-by}' -n workloads get pod job), gate lifted, Running"
 }
 
@@ -119,4 +111,4 @@ the_deadlock
 metainit_arrives
 deadlock_broken
 bash scripts/node.sh check-network "$METAINIT_NODE" 2>&1 | sed 's/^node: /  /'
-say "Done: the node goes down with this script"
+heading "Done: the node goes down with this script"

@@ -22,7 +22,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=scripts/lib/logging.sh
+. scripts/lib/logging.sh
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
+# shellcheck source=scripts/lib/wait.sh
+. scripts/lib/wait.sh
+log_init demo
 
 start_double() { # generation, extra flags...
   local gen=$1; shift
@@ -38,15 +44,12 @@ start_double() { # generation, extra flags...
   exit 1
 }
 
-if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
-say() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
-
-say "Kubernetes 1.13 double, initializer podimage.example.com configured for pods"
+heading "Kubernetes 1.13 double, initializer podimage.example.com configured for pods"
 start_double legacy --initializer podimage.example.com=pods
 export KUBECONFIG=$work/legacy.kubeconfig
 kubectl version 2>/dev/null | grep Server
 
-say "The initializer's own pod is created: its create blocks, waiting for the initializer that is this very pod"
+heading "The initializer's own pod is created: its create blocks, waiting for the initializer that is this very pod"
 kubectl create -f - >"$work/create.out" 2>&1 <<'YAML' &
 apiVersion: v1
 kind: Pod
@@ -79,7 +82,7 @@ kubectl get --raw '/api/v1/namespaces/default/pods?includeUninitialized=true' |
   python3 -c 'import json,sys; [print("  ", p["metadata"]["name"], "pending:", [i["name"] for i in p["metadata"]["initializers"]["pending"]]) for p in json.load(sys.stdin)["items"]]'
 "$bin/metainit" status | sed 's/^/  /'
 
-say "metainit starts"
+heading "metainit starts"
 "$bin/metainit" --admin-addr 127.0.0.1:0 2>"$work/metainit.log" &
 metainit=$!
 pids+=("$metainit")
@@ -101,7 +104,7 @@ else
   exit 1
 fi
 
-say "Kubernetes 1.33 double: a pod held by a scheduling gate whose controller is down"
+heading "Kubernetes 1.33 double: a pod held by a scheduling gate whose controller is down"
 # --scheduler: the double's stand-in for kube-scheduler binds pods with no gates left to
 # node-1. Without a scheduler the pod would stay Pending and kubectl would keep printing
 # SchedulingGated after the gate goes: the API server sets that condition only at create.
@@ -126,7 +129,7 @@ spec:
 YAML
 kubectl get pods -o wide | sed 's/^/  /'
 "$bin/metainit" status | sed 's/^/  /'
-say "metainit --once"
+heading "metainit --once"
 "$bin/metainit" --once 2>/dev/null
 gates=$(kubectl get pod kueue-controller-manager-0 -o jsonpath='{.spec.schedulingGates}')
 echo "gates now: ${gates:-none}"
@@ -140,7 +143,7 @@ done
 if [ -z "$node" ]; then echo "the scheduler did not bind it within 5 s" >&2; exit 1; fi
 echo "the scheduler bound it to $node:"
 kubectl get pods -o wide | sed 's/^/  /'
-say "The same 1.33 double: a validating webhook that intercepts its own pods, and its pods are gone"
+heading "The same 1.33 double: a validating webhook that intercepts its own pods, and its pods are gone"
 # The webhook fails closed on every pod creation; its service has one endpoint, not ready
 # (its pod is gone). Its own replacement pod cannot be created: the deadlock of the
 # admission-webhook era. The configuration carries the label key: metainit may act on it.
@@ -223,20 +226,15 @@ run_pod() { # namespace, name: creates a pod, prints what the API server said
   kubectl run "$2" -n "$1" --image=registry.example/app:1 --restart=Never 2>&1 | sed 's/^/  /'
   return "${PIPESTATUS[0]}"
 }
-until_true() { # what, command...: waits up to 30 s for the command to succeed
-  local what=$1; shift
-  for _ in $(seq 300); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "$what did not happen within 30 s; metainit's log:" >&2
-  cat "$work/webhooks.log" >&2
-  exit 1
-}
+# What a wait below (up to 30 s, scripts/lib/wait.sh) says when it fails the demo: metainit's log.
+webhooks_log() { echo "$1 did not happen within $2 s; metainit's log:" >&2; cat "$work/webhooks.log" >&2; }
 selector() { kubectl get validatingwebhookconfiguration policy-webhook -o jsonpath='{.webhooks[0].namespaceSelector}'; }
 before=$(selector)
 echo "the webhook's namespaceSelector, as the API server defaulted it: $before"
 echo "the webhook's own pod, in namespace policy:"
 if run_pod policy policy-controller-0; then echo "admitted: the webhook should have refused it" >&2; exit 1; fi
 
-say "metainit status --risks --webhooks: the forecast, before anything is stuck"
+heading "metainit status --risks --webhooks: the forecast, before anything is stuck"
 # Exit 3: a finding. The webhook fails closed on its own pods (self-interception); its
 # configuration carries the label key, so metainit --webhooks would clear it.
 set +e
@@ -248,11 +246,12 @@ if [ "$code" != 3 ] || ! grep -q "^self-interception: validating/policy-webhook/
   echo "status --risks exited $code without the self-interception finding" >&2; exit 1
 fi
 
-say "metainit --webhooks --webhook-grace 2s"
+heading "metainit --webhooks --webhook-grace 2s"
 "$bin/metainit" --webhooks --webhook-grace 2s --admin-addr 127.0.0.1:0 2>"$work/webhooks.log" &
 metainit=$!
 pids+=("$metainit")
-until_true "the exemption" kubectl run policy-controller-0 -n policy --image=registry.example/policy:1 --restart=Never
+wait_for --every 0.1 --late webhooks_log "the exemption" 30 \
+  kubectl run policy-controller-0 -n policy --image=registry.example/policy:1 --restart=Never || exit 1
 echo "after 2 s without a ready endpoint, the webhook's own namespace is exempted, and only it:"
 echo "  namespaceSelector: $(selector)"
 echo "  pod policy/policy-controller-0 created: $(kubectl get pod policy-controller-0 -n policy -o jsonpath='{.metadata.name}')"
@@ -271,11 +270,11 @@ if [ "$code" != 3 ] || ! grep -q "^down: validating/policy-webhook/validate.poli
   echo "status --risks exited $code: want the down finding alone" >&2; exit 1
 fi
 
-say "The webhook's pod is ready again: its EndpointSlice says so"
+heading "The webhook's pod is ready again: its EndpointSlice says so"
 kubectl patch endpointslice policy-webhook-1 -n policy --type=json \
   -p '[{"op": "replace", "path": "/endpoints/0/conditions/ready", "value": true}]' >/dev/null
 restored() { [ "$(selector)" = "$before" ]; }
-until_true "the restore" restored
+wait_for --every 0.1 --late webhooks_log "the restore" 30 restored || exit 1
 echo "after 2 s with a ready endpoint, the selector is what it was: $(selector)"
 echo "and the webhook intercepts namespace policy again (its endpoint is ready, so it admits):"
 run_pod policy policy-controller-1
@@ -293,4 +292,4 @@ else
   echo "metainit exited $? on SIGTERM, want 0: $(tail -n 5 "$work/webhooks.log")" >&2
   exit 1
 fi
-say "done"
+heading "done"

@@ -39,9 +39,9 @@ refute() {
     if grep -qE -- "$3" <<<"$2"; then bad "$1" "did not want /$3/ in: $2"; else ok "$1"; fi
 }
 
-free_port() {
-    "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# free_port, through $PYTHON.
+# shellcheck source=scripts/lib/ports.sh
+. "$HERE/../../scripts/lib/ports.sh"
 
 # start_double GENERATION [FLAGS...]: starts the binary, sets PORT and KC.
 start_double() {
