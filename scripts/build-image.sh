@@ -34,6 +34,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 source "$here/scripts/lib/image.sh"
 # shellcheck source=scripts/lib/revision.sh
 source "$here/scripts/lib/revision.sh"
+# shellcheck source=scripts/lib/logging.sh
+source "$here/scripts/lib/logging.sh"
+log_init build-image
 
 platforms=(amd64 arm64)
 out=$here/target/image
@@ -42,7 +45,7 @@ tls_verify=true
 reference=
 
 usage() {
-  [[ -z ${1:-} ]] || echo "build-image: $1" >&2
+  [[ -z ${1:-} ]] || say "$1"
   echo "usage: build-image.sh [--platforms amd64,arm64] [--out DIR] [--binaries DIR] [--insecure] REPOSITORY[:TAG]" >&2
   exit 2
 }
@@ -90,8 +93,7 @@ check_tools() {
   PATH=$PATH:${XDG_CACHE_HOME:-$HOME/.cache}/metainit/tools/bin
   local tool
   for tool in buildah cargo cargo-zigbuild cargo-cyclonedx python3; do
-    command -v "$tool" >/dev/null \
-      || { echo "build-image: $tool not found (docs/src/install/image.md says what to install)" >&2; exit 1; }
+    command -v "$tool" >/dev/null || die "$tool not found (docs/src/install/image.md says what to install)"
   done
 }
 
@@ -101,7 +103,7 @@ build_images() {
   revision=$(revision)
   source=$(crate_field repository)
   for arch in "${platforms[@]}"; do
-    echo "build-image: building linux/$arch (metainit $version, revision ${revision:0:12})" >&2
+    say "building linux/$arch (metainit $version, revision ${revision:0:12})"
     METAINIT_REVISION=$revision bash "$here/scripts/build-static.sh" "$arch" "$tmp/bin/$arch/metainit" >&2
     image_build "$arch" "$tmp/bin/$arch/metainit" "localhost/metainit-build:$arch" \
       "$tmp/context-$arch" "$version" "$revision" "$source"
@@ -119,11 +121,11 @@ push_list() {
   for arch in "${platforms[@]}"; do
     "${B[@]}" manifest add localhost/metainit-build:list "localhost/metainit-build:$arch" >/dev/null
   done
-  echo "build-image: pushing $repository:$tag (${platforms[*]})" >&2
+  say "pushing $repository:$tag (${platforms[*]})"
   "${B[@]}" manifest push --quiet --all --tls-verify="$tls_verify" --digestfile "$tmp/digest" \
     localhost/metainit-build:list "docker://$repository:$tag" >&2
   [[ $(<"$tmp/digest") =~ ^sha256:[0-9a-f]{64}$ ]] \
-    || { echo "build-image: buildah wrote no digest for the push: '$(<"$tmp/digest")'" >&2; exit 1; }
+    || die "buildah wrote no digest for the push: '$(<"$tmp/digest")'"
   echo "$repository@$(<"$tmp/digest")"
 }
 
@@ -133,7 +135,7 @@ write_forms() {
   mkdir -p "$out/deployment"
   sed "s|^\(    image: \).*|\1$image|" "$here/manifests/metainit.yaml" >"$out/metainit.yaml"
   grep -qx "    image: $image" "$out/metainit.yaml" \
-    || { echo "build-image: manifests/metainit.yaml has no '    image:' line to set" >&2; exit 1; }
+    || die "manifests/metainit.yaml has no '    image:' line to set"
   base=$(python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' \
     "$here/manifests/deployment" "$out/deployment")
   cat >"$out/deployment/kustomization.yaml" <<EOF
@@ -165,7 +167,7 @@ cleanup() {
   if [[ -n ${tmp:-} ]]; then
     "${B[@]}" rmi --all --force >/dev/null 2>&1 || true
     if grep -q " $tmp/" /proc/mounts; then
-      echo "build-image: left $tmp in place: something is still mounted under it" >&2
+      say "left $tmp in place: something is still mounted under it"
     else
       rm -rf --one-file-system "$tmp"
     fi

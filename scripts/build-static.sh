@@ -26,6 +26,9 @@ out=${2:?usage: build-static.sh ARCH OUT}
 
 # shellcheck source=scripts/lib/rust-target.sh
 source scripts/lib/rust-target.sh
+# shellcheck source=scripts/lib/logging.sh
+source scripts/lib/logging.sh
+log_init build-static
 target=$(rust_target build-static "$arch")
 
 # cargo-cyclonedx: where .ci/run installs it, if it is not on PATH.
@@ -47,8 +50,7 @@ cleanup() {
 }
 trap cleanup EXIT
 sbom() {
-    command -v cargo-cyclonedx >/dev/null \
-        || { echo "build-static: cargo-cyclonedx not found (see .ci/run)" >&2; return 1; }
+    command -v cargo-cyclonedx >/dev/null || die "cargo-cyclonedx not found (see .ci/run)"
     cargo cyclonedx --quiet --format json --spec-version 1.5 --target "$target" \
         --no-build-deps --override-filename "$sbom_name"
     cargo metadata --locked --format-version 1 >"$sbom_meta"

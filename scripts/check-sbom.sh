@@ -19,8 +19,11 @@ sbom=${2:?usage: check-sbom.sh ARCH SBOM}
 
 # shellcheck source=scripts/lib/rust-target.sh
 source scripts/lib/rust-target.sh
+# shellcheck source=scripts/lib/logging.sh
+source scripts/lib/logging.sh
+log_init check-sbom
 target=$(rust_target check-sbom "$arch")
-[[ -r $sbom ]] || { echo "check-sbom: no SBOM at $sbom (scripts/build-static.sh writes it)" >&2; exit 1; }
+[[ -r $sbom ]] || die "no SBOM at $sbom (scripts/build-static.sh writes it)"
 
 tree=$(mktemp)
 trap 'rm -f "$tree"' EXIT
