@@ -13,6 +13,35 @@ step() {
     echo "==> [${SECONDS}s] $*"
 }
 
+# The node tier's Go builds (scripts/node.sh build, then scripts/kueue.sh build: seconds when
+# cached, about 20 minutes of two cores when not) start now, in the background at the lowest
+# priority: they take the cores the steps before the node tier leave idle (the real server's
+# tests and the faults' waits), never before a step that needs more than idle cores. The node tier waits
+# for them; their output is shown if they fail.
+node_builds_log=$(mktemp)
+node_builds() {
+    nice -n 19 bash scripts/node.sh build && nice -n 19 bash scripts/kueue.sh build
+}
+# What the suite leaves behind, on any exit: the builds if still running, the control plane
+# once it is up.
+control_plane=
+cleanup() {
+    if [[ -n ${node_builds_pid:-} ]]; then
+        kill -- "-$node_builds_pid" 2>/dev/null || kill "$node_builds_pid" 2>/dev/null || true
+    fi
+    rm -f "$node_builds_log"
+    if [[ -n $control_plane ]]; then
+        bash scripts/control-plane.sh down "$control_plane"
+    fi
+}
+trap cleanup EXIT
+if [[ ,${METAINIT_SKIP:-}, != *,node,* ]]; then
+    set -m # its own process group, so that cleanup stops the go builds under it too
+    node_builds >"$node_builds_log" 2>&1 &
+    node_builds_pid=$!
+    set +m
+fi
+
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
@@ -99,9 +128,19 @@ if ! cp_env=$(bash scripts/control-plane.sh up --owner $$); then
     exit 1
 fi
 eval "$cp_env"
-trap 'bash scripts/control-plane.sh down "$METAINIT_CONTROL_PLANE"' EXIT
+control_plane=$METAINIT_CONTROL_PLANE
 
 tier real "the real control plane, built from k8s.io/kubernetes"
+if [[ -n ${node_builds_pid:-} ]]; then
+    step "the node tier's Go builds (started at 0s, in the background)"
+    if ! wait "$node_builds_pid"; then
+        cat "$node_builds_log" >&2
+        echo "scripts/node.sh build or scripts/kueue.sh build failed (its output is above)" >&2
+        exit 1
+    fi
+    cat "$node_builds_log"
+    node_builds_pid=
+fi
 tier node "a real node: containerd, runc, the kubelet; as root"
 # Then: the API server dialled nothing off loopback.
 # Quiet when it holds, so that cargo's summary closes the output.
