@@ -10,6 +10,8 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 dest=${CARGO_TARGET_DIR:-target}/book
+# An absolute CARGO_TARGET_DIR is taken as it is; a relative one from the repository.
+[[ $dest == /* ]] || dest=$PWD/$dest
 
 # shellcheck source=scripts/lib/logging.sh
 . scripts/lib/logging.sh
@@ -28,7 +30,7 @@ find_mdbook() {
 build() {
     log=$(mktemp)
     trap 'rm -f "$log"' EXIT
-    if ! mdbook build --dest-dir "$PWD/$dest" >"$log" 2>&1; then
+    if ! mdbook build --dest-dir "$dest" >"$log" 2>&1; then
         cat "$log" >&2
         die "mdbook build failed"
     fi
