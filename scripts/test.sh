@@ -13,34 +13,21 @@ step() {
     echo "==> [${SECONDS}s] $*"
 }
 
-# The node tier's Go builds (scripts/node.sh build, then scripts/kueue.sh build: seconds when
-# cached, about 20 minutes of two cores when not) start now, in the background at the lowest
-# priority: they take the cores the steps before the node tier leave idle (the real server's
-# tests and the faults' waits), never before a step that needs more than idle cores. The node tier waits
-# for them; their output is shown if they fail.
-node_builds_log=$(mktemp)
-node_builds() {
-    nice -n 19 bash scripts/node.sh build && nice -n 19 bash scripts/kueue.sh build
-}
-# What the suite leaves behind, on any exit: the builds if still running, the control plane
-# once it is up.
+# shellcheck source=scripts/lib/tiers.sh
+source scripts/lib/tiers.sh
+log_init test.sh
+
+# What the suite leaves behind, on any exit: the node tier's builds if still running, the
+# control plane once it is up.
 control_plane=
 cleanup() {
-    if [[ -n ${node_builds_pid:-} ]]; then
-        kill -- "-$node_builds_pid" 2>/dev/null || kill "$node_builds_pid" 2>/dev/null || true
-    fi
-    rm -f "$node_builds_log"
+    node_builds_stop
     if [[ -n $control_plane ]]; then
         bash scripts/control-plane.sh down "$control_plane"
     fi
 }
 trap cleanup EXIT
-if [[ ,${METAINIT_SKIP:-}, != *,node,* ]]; then
-    set -m # its own process group, so that cleanup stops the go builds under it too
-    node_builds >"$node_builds_log" 2>&1 &
-    node_builds_pid=$!
-    set +m
-fi
+node_builds_start
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
@@ -105,22 +92,6 @@ bash scripts/image-check.sh
 step "cargo test --workspace (the fast tier: unit tests, the double, the scripts; no Go, no root)"
 cargo test --workspace
 
-# The tests #[ignore]d in the fast tier with "the TIER tier" run here, each binary that has one
-# with `-- --ignored` (its fast tests ran above). METAINIT_SKIP=real,node skips a tier, saying
-# so: it never passes by leaving one out quietly.
-tier() { # TIER WHAT
-    local file binaries=()
-    if [[ ,${METAINIT_SKIP:-}, == *,$1,* ]]; then
-        step "SKIPPED: the $1 tier ($2), as METAINIT_SKIP=$METAINIT_SKIP asks"
-        return
-    fi
-    while read -r file; do
-        binaries+=(--test "$(basename "$file" .rs)")
-    done < <(grep -l "ignore = \"the $1 tier" tests/*.rs)
-    step "cargo test ${binaries[*]} -- --ignored (the $1 tier: $2)"
-    cargo test "${binaries[@]}" -- --ignored
-}
-
 step "scripts/control-plane.sh up (etcd, kube-apiserver, kube-scheduler for the real tier)"
 # `up`'s reason is on stderr; a failed `up` stops the suite here, not in the first test.
 if ! cp_env=$(bash scripts/control-plane.sh up --owner $$); then
@@ -130,18 +101,17 @@ fi
 eval "$cp_env"
 control_plane=$METAINIT_CONTROL_PLANE
 
-tier real "the real control plane, built from k8s.io/kubernetes"
-if [[ -n ${node_builds_pid:-} ]]; then
-    step "the node tier's Go builds (started at 0s, in the background)"
-    if ! wait "$node_builds_pid"; then
-        cat "$node_builds_log" >&2
-        echo "scripts/node.sh build or scripts/kueue.sh build failed (its output is above)" >&2
-        exit 1
-    fi
-    cat "$node_builds_log"
-    node_builds_pid=
+run_tier real "the real control plane, built from k8s.io/kubernetes"
+if ! tier_skipped node; then
+    node_built node
+    # Kueue's build goes on meanwhile: only tests/node_kueue.rs needs it.
+    run_tier node "a real node: containerd, runc, the kubelet; as root" \
+        developer_node node node_webhook
+    node_built kueue
+    run_tier node "Kueue on the real node"
+else
+    run_tier node "a real node: containerd, runc, the kubelet; as root"
 fi
-tier node "a real node: containerd, runc, the kubelet; as root"
 # Then: the API server dialled nothing off loopback.
 # Quiet when it holds, so that cargo's summary closes the output.
 if ! network=$(bash scripts/control-plane.sh check-network 2>&1); then
