@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use metainit::{
     Error, Result,
-    cli::{Cli, Command, RunArgs, completions},
-    daemon, kubeconfig, logging, once, probe, status,
+    cli::{Cli, Settings, Task, completions},
+    daemon, logging, once, probe, setup, status,
 };
 
 // One thread runs everything (the blocking pool aside: DNS lookups, and kube's exec
@@ -18,39 +18,27 @@ use metainit::{
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse_or_exit();
-    let format = match &cli.command {
-        Some(Command::Status(args)) => args.common.log_format,
-        Some(Command::Probe(args)) => args.log_format,
-        Some(Command::Completions(_)) | None => cli.run.common.log_format,
-    };
+    let format = cli.log_format();
     logging::init(format);
-    let result = match cli.command {
-        Some(Command::Status(args)) => status::run(args).await,
-        Some(Command::Probe(args)) => probe::run(args.settings(), format).await,
-        Some(Command::Completions(args)) => {
-            completions::print(args.shell).map(|()| ExitCode::SUCCESS)
-        }
-        None => run(cli.run).await,
+    let result = match cli.settings() {
+        Ok(settings) => run(settings).await,
+        Err(e) => Err(e),
     };
     result.unwrap_or_else(|e: Error| logging::fatal(format, &e))
 }
 
-async fn run(args: RunArgs) -> Result<ExitCode> {
-    args.check()?;
-    if args.check_config {
-        let config = kubeconfig::load(&args.common.kubeconfig()).await?;
-        metainit::client::build(
-            config,
-            args.common.request_timeout,
-            Default::default(),
-            None,
-        )?;
-        metainit::output::print("configuration OK\n")?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    if args.once {
-        once::run(args).await
-    } else {
-        daemon::run(args).await
+async fn run(settings: Settings) -> Result<ExitCode> {
+    let format = settings.log_format;
+    match settings.task {
+        Task::Daemon(settings) => daemon::run(*settings).await,
+        Task::Once(settings) => once::run(*settings).await,
+        Task::CheckConfig(client) => {
+            setup::connect(&client, None).await?;
+            metainit::output::print("configuration OK\n")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Task::Status(settings) => status::run(*settings, format).await,
+        Task::Probe(settings) => probe::run(settings, format).await,
+        Task::Completions(shell) => completions::print(shell).map(|()| ExitCode::SUCCESS),
     }
 }

@@ -12,7 +12,7 @@
 //! attempts in flight finish (at most `--shutdown-timeout`) and exits 0 if everything
 //! was done, else 1.
 
-use std::{collections::BTreeSet, process::ExitCode, sync::Arc};
+use std::{collections::BTreeSet, process::ExitCode, sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use kube::api::ListParams;
@@ -24,13 +24,13 @@ use crate::{
     blocker::{Leave, Mode},
     budget::Budget,
     clear::{Clearer, Done},
-    cli::RunArgs,
     events::Sink,
     failure::Failure,
     list::{self, Bound},
     metrics::Metrics,
     object::Held,
-    retry, setup,
+    retry,
+    setup::{self, Run},
     shutdown::Shutdown,
     validation::later,
     webhooks::once::Tally,
@@ -94,26 +94,34 @@ struct Pass {
     webhooks: Option<Tally>,
 }
 
-pub async fn run(args: RunArgs) -> Result<ExitCode> {
+/// What `--once` needs, checked by the command line.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub run: Run,
+    /// The whole run's budget (`--timeout`).
+    pub timeout: Duration,
+}
+
+pub async fn run(settings: Settings) -> Result<ExitCode> {
     // Fixed here, once: a budget that started at the first clearing, or anew for each
     // request, let a slow or hanging server keep `--once` running well past `--timeout`.
-    let budget = Budget::from_now(args.common.timeout);
+    let budget = Budget::from_now(settings.timeout);
+    let run = &settings.run;
     let stop = Shutdown::on_signals_saying(ON_SIGNAL);
     let metrics = Arc::new(Metrics::default());
-    let conn = setup::connect(&args.common.kubeconfig(), args.common.request_timeout, None).await?;
-    info!(version = env!("CARGO_PKG_VERSION"), url = %conn.url, label_key = %args.label_key()?, "starting");
-    let settings = args.setup_settings()?;
+    let conn = setup::connect(&run.client, None).await?;
+    info!(version = env!("CARGO_PKG_VERSION"), url = %conn.url, label_key = %run.selection.label_key, "starting");
     let (mode, clearers, events) = tokio::select! {
-        setup = setup::clearers(&settings, &conn, &metrics, Some(budget)) => setup?,
+        setup = setup::clearers(run, &conn, &metrics, Some(budget)) => setup?,
         _ = stop.requested() => return Ok(interrupted("the server answered")),
     };
     let mut pass = Pass::default();
     // Webhooks first: no right to list them stops the run before anything is written, and a
     // webhook that blocks pod creation is what keeps the labelled pods from existing.
-    if args.webhooks {
+    if let Some(webhooks) = &run.webhooks {
         let tally = crate::webhooks::once::run(
             conn.client.clone(),
-            args.webhook_settings()?,
+            webhooks.clone(),
             metrics.clone(),
             events.clone(),
             &conn.url,
@@ -133,7 +141,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         }
         let api = clearer
             .target
-            .api(&clearer.client, args.common.namespace.as_deref());
+            .api(&clearer.client, run.selection.namespace.as_deref());
         let labelled = ListParams::default().labels(&clearer.label_key);
         let objects = tokio::select! {
             objects = list::all(&conn.client, &api, labelled, &conn.url, Bound::Run(budget)) => objects,
@@ -149,10 +157,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             }
             Err(e) => return Err(e),
         };
-        warn_unused_only(clearer, &args.only, &objects);
-        pass.clear_all(clearer, objects, budget, &args, &stop).await;
+        warn_unused_only(clearer, &run.selection.only, &objects);
+        pass.clear_all(clearer, objects, budget, run, &stop).await;
     }
-    pass.finish(mode.is_some(), budget, &args, &events).await
+    pass.finish(mode.is_some(), budget, run, &events).await
 }
 
 impl Pass {
@@ -163,10 +171,10 @@ impl Pass {
         self,
         mode_known: bool,
         budget: Budget,
-        args: &RunArgs,
+        run: &Run,
         events: &Sink,
     ) -> Result<ExitCode> {
-        let all_done = self.all_done(args.webhooks);
+        let all_done = self.all_done(run.webhooks.is_some());
         if self.spent.is_some() {
             warn!(summary = %self.total, resources_not_listed = self.unlisted, "the --timeout budget was spent before every labelled object was listed");
         } else if self.stopping.is_some() && !all_done {
@@ -175,7 +183,7 @@ impl Pass {
         }
         // A signal shortens the wait, never lengthens the run past `--timeout`.
         let events_wait = match self.stopping {
-            Some(since) => later(since, args.shutdown_timeout)
+            Some(since) => later(since, run.shutdown_timeout)
                 .saturating_duration_since(Instant::now())
                 .min(budget.left()),
             None => budget.left(),
@@ -208,7 +216,7 @@ impl Pass {
         clearer: &Clearer,
         objects: Vec<Held>,
         budget: Budget,
-        args: &RunArgs,
+        run: &Run,
         stop: &Shutdown,
     ) {
         let count = objects.len();
@@ -219,12 +227,12 @@ impl Pass {
                 }
                 Some(clear(clearer, obj, budget, stop).await)
             })
-            .buffer_unordered(usize::from(args.concurrency));
+            .buffer_unordered(run.clearing.concurrency);
         let mut seen = 0;
         loop {
             let grace = self
                 .stopping
-                .map(|since| later(since, args.shutdown_timeout));
+                .map(|since| later(since, run.shutdown_timeout));
             tokio::select! {
                 r = results.next() => match r {
                     Some(Some(r)) => { seen += 1; self.total.add(&r) }
@@ -235,7 +243,7 @@ impl Pass {
                     self.stopping = Some(Instant::now());
                 }
                 _ = tokio::time::sleep_until(grace.unwrap_or_else(Instant::now)), if grace.is_some() => {
-                    warn!(timeout = ?args.shutdown_timeout, "attempts in flight did not finish in time");
+                    warn!(timeout = ?run.shutdown_timeout, "attempts in flight did not finish in time");
                     self.total.failed += count - seen;
                     break;
                 }

@@ -27,6 +27,7 @@ use crate::{
     discovery::with_retries,
     kubeconfig,
     logging::{self, LogFormat},
+    setup::{self, ClientSettings},
     webhooks::hook,
 };
 
@@ -119,12 +120,14 @@ pub async fn run(settings: Settings, format: LogFormat) -> Result<ExitCode> {
 
 /// The Service (which must have the port and a selector) and every address of its pods.
 async fn read(settings: &Settings) -> Result<(hook::Service, Vec<Endpoint>)> {
-    // Not `setup::connect`: `setup` imports the command line, which imports `Settings`
-    // from here; and a probe has no per-object requests or legacy switch to share.
-    let config = kubeconfig::load(&settings.kubeconfig).await?;
-    let url = config.cluster_url.to_string();
-    let (client, _) = crate::client::build(config, settings.timeout, Default::default(), None)?;
-    let (client, url) = (&client, url.as_str());
+    // `--timeout` bounds each request too; a probe has no per-object requests or legacy
+    // switch to use.
+    let client = ClientSettings {
+        kubeconfig: settings.kubeconfig.clone(),
+        request_timeout: settings.timeout,
+    };
+    let conn = setup::connect(&client, None).await?;
+    let (client, url) = (&conn.client, conn.url.as_str());
     let service = hook::Service {
         namespace: settings
             .namespace

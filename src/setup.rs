@@ -1,6 +1,8 @@
 //! What the entry points share before any clearing: the kubeconfig read and one client
-//! built (the daemon, `--once`, `status`), then for the daemon and `--once` the mode
-//! chosen, the flags that need it checked, and the resources found.
+//! built (the daemon, `--once`, `--check-config`, `status`), then for the daemon and
+//! `--once` the mode chosen, the flags that need it checked, and the resources found.
+//! Their checked settings too (`ClientSettings`, `Selection`, `Clearing`, `Run`), as the
+//! command line builds them.
 
 use std::{sync::Arc, time::Duration};
 
@@ -11,11 +13,63 @@ use crate::{
     Result,
     blocker::Mode,
     clear::Clearer,
-    cli::Settings,
     client::{self, Legacy, Observer},
-    discovery, events, kubeconfig,
+    discovery::{self, ResourceSpec},
+    events, kubeconfig,
     metrics::Metrics,
+    webhooks,
 };
+
+/// Which server, and how long a request may wait for it.
+#[derive(Clone, Debug, Default)]
+pub struct ClientSettings {
+    /// `--kubeconfig` and `--context`.
+    pub kubeconfig: kubeconfig::Settings,
+    /// How long one API request (watches excepted) may wait for its answer; zero: no
+    /// limit (`--request-timeout`).
+    pub request_timeout: Duration,
+}
+
+/// Which objects are worked on and which of their blockers are cleared.
+#[derive(Clone, Debug)]
+pub struct Selection {
+    pub label_key: String,
+    /// `--mode`; `None`: the server's version decides.
+    pub mode: Option<Mode>,
+    /// The resources to watch: `pods` when none was named.
+    pub resources: Vec<ResourceSpec>,
+    /// Whether `--resource` was given at all.
+    pub resources_named: bool,
+    /// `-n`; `None`: every namespace.
+    pub namespace: Option<String>,
+    /// `--only`: the blocker names to clear; empty: every one.
+    pub only: Vec<String>,
+    /// The first flag that asks for gate work beyond the label, if any.
+    pub gate_flag: Option<&'static str>,
+}
+
+/// How the objects are cleared.
+#[derive(Clone, Debug)]
+pub struct Clearing {
+    /// `--dry-run`: log what would be cleared, change nothing.
+    pub dry_run: bool,
+    /// This node's name, for Events.
+    pub node: String,
+    /// How many objects are patched at the same time (`--concurrency`).
+    pub concurrency: usize,
+}
+
+/// What the daemon and `--once` share.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub client: ClientSettings,
+    pub selection: Selection,
+    pub clearing: Clearing,
+    /// What `--webhooks` needs; `None` without it.
+    pub webhooks: Option<webhooks::Settings>,
+    /// On a signal, how long in-flight patches and Events may take (`--shutdown-timeout`).
+    pub shutdown_timeout: Duration,
+}
 
 /// A client and the server's URL, before the mode is known.
 pub struct Connection {
@@ -28,14 +82,14 @@ pub struct Connection {
 
 /// Reads the kubeconfig and builds the process's one client.
 pub async fn connect(
-    kubeconfig: &kubeconfig::Settings,
-    request_timeout: Duration,
+    settings: &ClientSettings,
     observer: Option<Arc<dyn Observer>>,
 ) -> Result<Connection> {
-    let config = kubeconfig::load(kubeconfig).await?;
+    let config = kubeconfig::load(&settings.kubeconfig).await?;
     let url = config.cluster_url.to_string();
     let legacy = Legacy::default();
-    let (client, direct) = client::build(config, request_timeout, legacy.clone(), observer)?;
+    let (client, direct) =
+        client::build(config, settings.request_timeout, legacy.clone(), observer)?;
     Ok(Connection {
         client,
         direct,
@@ -47,34 +101,35 @@ pub async fn connect(
 /// Chooses the mode and finds every resource: one `Clearer` each. No mode and no
 /// clearer on a 1.21 to 1.25 server with `--webhooks`: only the webhooks to watch there.
 pub async fn clearers(
-    settings: &Settings,
+    run: &Run,
     conn: &Connection,
     metrics: &Arc<Metrics>,
     budget: Option<crate::budget::Budget>,
 ) -> Result<(Option<Mode>, Vec<Clearer>, Arc<events::Sink>)> {
-    let Settings {
+    let (selection, clearing) = (&run.selection, &run.clearing);
+    let Selection {
         label_key,
         resources,
-        node,
         ..
-    } = settings;
+    } = selection;
+    let (node, dry_run) = (&clearing.node, clearing.dry_run);
     let (client, url) = (&conn.client, conn.url.as_str());
-    let mode =
-        discovery::choose_mode(client, url, settings.mode, budget, settings.webhooks).await?;
+    let webhooks = run.webhooks.is_some();
+    let mode = discovery::choose_mode(client, url, selection.mode, budget, webhooks).await?;
     conn.legacy.set(mode == Some(Mode::Initializers));
-    settings.check_mode(mode)?;
+    discovery::check_mode(selection.gate_flag, resources, mode)?;
     // Events get a quarter of the patches' bound: in a burst they trail the clearing.
     let events = events::Sink::new(
         conn.direct.clone(),
         metrics.clone(),
-        settings.concurrency / 4,
+        clearing.concurrency / 4,
     );
     let Some(mode) = mode else {
-        if settings.resources_named {
+        if selection.resources_named {
             warn!(resources = %resources.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
                   "--resource has no effect: this server has neither initializers nor scheduling gates");
         }
-        info!(mode = "webhooks only", dry_run = settings.dry_run, %node,
+        info!(mode = "webhooks only", dry_run, %node,
               "running: Kubernetes 1.21 to 1.25 has neither initializers nor scheduling gates to clear; watching the labelled webhooks only");
         return Ok((None, Vec::new(), events));
     };
@@ -87,15 +142,15 @@ pub async fn clearers(
             direct: conn.direct.clone(),
             target,
             mode,
-            only: settings.only.clone(),
+            only: selection.only.clone(),
             label_key: label_key.clone(),
-            dry_run: settings.dry_run,
+            dry_run,
             node: node.clone(),
             metrics: metrics.clone(),
             events: events.clone(),
         });
     }
     info!(%mode, resources = %resources.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-          namespace = settings.namespace.as_deref().unwrap_or("(all)"), dry_run = settings.dry_run, %node, "running");
+          namespace = selection.namespace.as_deref().unwrap_or("(all)"), dry_run, %node, "running");
     Ok((Some(mode), clearers, events))
 }

@@ -11,6 +11,7 @@ use crate::{
     discovery::{ResourceSpec, parse_resource},
     logging::LogFormat,
     release::{Rate, ReleaseRule, parse_rate, parse_release_rule},
+    status::Output,
 };
 
 /// The label key of the original tool, opsani's k8s-metainit.
@@ -300,13 +301,6 @@ impl ModeArg {
             ModeArg::SchedulingGates => Some(Mode::SchedulingGates),
         }
     }
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Output {
-    Table,
-    Json,
-    Yaml,
 }
 
 /// `--webhook-grace` when not given.

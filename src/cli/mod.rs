@@ -1,6 +1,6 @@
 //! The command line: one clap derive tree (`args`), its values' parsers (`parse`), the
-//! rules between flags (`rules`) and the checked settings it builds for the rest of the
-//! program (`settings`). Doc comments are the help text; every flag also reads a
+//! rules between flags (`rules`) and the one checked value it builds for the rest of the
+//! program (`settings`: `Cli::settings`), which the entry points read instead of the flags. Doc comments are the help text; every flag also reads a
 //! `METAINIT_*` environment variable. Values are checked as they are parsed, so a bad one
 //! exits 2 with a message that names the flag, the value and the rule. Run as
 //! `kubectl-metainit`, the same tree answers as a kubectl plugin (`plugin`);
@@ -10,17 +10,17 @@ mod args;
 pub mod completions;
 mod parse;
 pub mod plugin;
-pub mod rules;
+mod rules;
 mod settings;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use args::{
     Common, CompletionsArgs, DEFAULT_ADMIN_ADDR, DEFAULT_LABEL_KEY, DEFAULT_WEBHOOK_GRACE,
-    KubeconfigArgs, ModeArg, Output, ProbeArgs, RuleArgs, RunArgs, Shell, StatusArgs,
+    KubeconfigArgs, ModeArg, ProbeArgs, RuleArgs, RunArgs, Shell, StatusArgs,
 };
 pub use parse::{parse_admin_addr, parse_bool};
-pub use settings::Settings;
+pub use settings::{Settings, Task};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -179,7 +179,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::discovery::{ResourceSpec, parse_resource};
+    use crate::{
+        discovery::{ResourceSpec, parse_resource},
+        status::Output,
+    };
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("metainit").chain(args.iter().copied()))
@@ -205,7 +208,7 @@ mod tests {
     fn the_webhooks_grace_defaults_to_30s_and_once_waits_for_none() {
         let grace = |args: &[&str]| {
             let cli = parse(args).unwrap();
-            cli.run.webhook_settings().unwrap().grace
+            cli.run.run_settings().unwrap().webhooks.unwrap().grace
         };
         assert_eq!(grace(&["--webhooks"]), Duration::from_secs(30));
         assert_eq!(DEFAULT_WEBHOOK_GRACE, Duration::from_secs(30));
@@ -300,6 +303,46 @@ mod tests {
         assert_eq!((s.port.as_str(), s.path.as_str()), ("metrics", "/readyz"));
         assert_eq!(s.timeout, Duration::from_secs(30));
         assert!(s.namespace.is_none());
+    }
+
+    #[test]
+    fn one_settings_value_per_command() {
+        let task = |args: &[&str]| parse(args).unwrap().settings().map(|s| s.task);
+        assert!(matches!(
+            task(&["--check-config"]),
+            Ok(Task::CheckConfig(_))
+        ));
+        let Ok(Task::Once(once)) = task(&["--once", "--timeout", "5s", "-n", "a"]) else {
+            panic!("not --once")
+        };
+        assert_eq!(once.timeout, Duration::from_secs(5));
+        assert_eq!(once.run.selection.namespace.as_deref(), Some("a"));
+        assert!(once.run.webhooks.is_none());
+        let Ok(Task::Daemon(d)) = task(&["--peer-delay", "0s", "--watch-gates", "example.com/g"])
+        else {
+            panic!("not the daemon")
+        };
+        assert!(!d.peers.shares());
+        assert_eq!(d.run.selection.gate_flag, Some("--watch-gates"));
+        assert_eq!(d.gates.watch, ["example.com/g"]);
+        let Ok(Task::Status(s)) = task(&["status", "example.com/k", "-o", "yaml"]) else {
+            panic!("not status")
+        };
+        assert_eq!(
+            (s.label_key.as_str(), s.output),
+            ("example.com/k", Output::Yaml)
+        );
+        // A broken rule is bad input, whichever command.
+        let err = task(&["--release-rate", "1/s"]).err().unwrap();
+        assert_eq!(err.exit_code(), 2);
+        let err = task(&[
+            "status",
+            "--release-gate",
+            "a/b=1h",
+            "--release-gate",
+            "a/b=2h",
+        ]);
+        assert_eq!(err.err().unwrap().exit_code(), 2);
     }
 
     #[test]

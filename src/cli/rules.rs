@@ -1,10 +1,10 @@
-//! The rules between flags, in one place: the ones that need no server (`check`, before
-//! anything is contacted) and the ones that need the mode the server's version chose
-//! (`check_mode`). Each error says what to drop or change.
+//! The rules between flags that need no server, in one place (`check`, before anything is
+//! contacted; `Cli::settings` runs them). The ones that need the mode the server's version
+//! chose are `discovery::check_mode`'s, fed the checked settings. Each error says what to
+//! drop or change.
 
 use crate::{
     Error, Result,
-    blocker::Mode,
     discovery::{ResourceSpec, gates_need_pods, gates_only, webhooks_too_old},
 };
 
@@ -15,29 +15,6 @@ const INITIALIZERS_MODE: &str = "--mode initializers means initializers";
 
 /// Why `--mode initializers` rules out `--webhooks`.
 const INITIALIZERS_SERVER: &str = "--mode initializers means a 1.7 to 1.13 server";
-
-/// The rules that need the server's answer: a gates-only flag needs a server with
-/// scheduling gates, and there the resource must be pods. `mode`: what the server's
-/// version chose (`None`: Kubernetes 1.14 to 1.25, which has neither).
-pub fn check_mode(
-    gate_flag: Option<&str>,
-    resources: &[ResourceSpec],
-    mode: Option<Mode>,
-) -> Result<()> {
-    if let Some(flag) = gate_flag
-        && mode != Some(Mode::SchedulingGates)
-    {
-        let why = match mode {
-            Some(_) => "the server's version (--mode auto) means initializers",
-            None => "the server's version (--mode auto) means neither (Kubernetes 1.14 to 1.25)",
-        };
-        return Err(gates_only(flag, why));
-    }
-    if mode == Some(Mode::SchedulingGates) {
-        gates_need_pods(resources)?;
-    }
-    Ok(())
-}
 
 impl StatusArgs {
     /// The label key from `--label-key`, the positional argument, or the default.

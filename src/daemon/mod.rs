@@ -2,12 +2,13 @@
 //! (`store.rs`: newest state by name, so an object re-created under the same name is the
 //! one worked on) and a work queue (`queue.rs`: one worker per object at a time, worked on again when
 //! a new state arrives meanwhile, at most `--concurrency` at once). A unit of work is one
-//! attempt at one object (`work.rs`).
+//! attempt at one object (`work.rs`). It reads its `Settings`, which the command line
+//! checked.
 
 mod tracks;
 mod work;
 
-use std::{process::ExitCode, sync::Arc};
+use std::{net::SocketAddr, process::ExitCode, sync::Arc, time::Duration};
 
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -17,13 +18,12 @@ use crate::{
     admin::{self, Health},
     blocker::Decision,
     clear::Clearer,
-    cli::RunArgs,
     events::Sink,
     metrics::{GatedPod, Metrics},
     peers::{self, Peers},
     queue::Queue,
-    release::{Pace, Releaser, Rules, Said},
-    setup,
+    release::{Pace, Rate, Releaser, Rules, Said},
+    setup::{self, Run},
     shutdown::Shutdown,
     store::{Key, Store},
     watch::{Selector, Watch},
@@ -31,21 +31,46 @@ use crate::{
 use tracks::Tracks;
 use work::{Ctx, work};
 
+/// What the daemon needs, checked by the command line.
+pub struct Settings {
+    pub run: Run,
+    /// Where the admin server listens (`--admin-addr`).
+    pub admin: SocketAddr,
+    /// This instance among those that share the work (named before anything starts: a bad
+    /// `--identity` is bad input, not a late failure).
+    pub peers: Arc<Peers>,
+    /// Where the instances keep their Leases (`--peers-namespace`).
+    pub peers_namespace: String,
+    pub gates: Gates,
+    /// How often every watch lists everything again (`--resync-period`).
+    pub resync: Duration,
+}
+
+/// The gates beyond the label: the release rules, their pace, the gates to watch.
+#[derive(Clone, Debug, Default)]
+pub struct Gates {
+    /// `--release-gate` and `--exclude-namespace`.
+    pub rules: Rules,
+    /// `--release-rate`, or its default.
+    pub rate: Rate,
+    /// `--watch-gates`.
+    pub watch: Vec<String>,
+}
+
 /// Runs until SIGTERM; then lets in-flight patches and Events finish.
-pub async fn run(args: RunArgs) -> Result<ExitCode> {
-    // Checked before anything starts: a bad --identity is bad input, not a late failure.
-    let peers = args.peers()?;
+pub async fn run(settings: Settings) -> Result<ExitCode> {
+    let peers = settings.peers.clone();
     let shutdown = Shutdown::on_signals();
-    let Some((started, clearers)) = start(&args, &shutdown).await? else {
+    let Some((started, clearers)) = start(&settings, &shutdown).await? else {
         return Ok(ExitCode::SUCCESS);
     };
     let mut queues = Vec::new();
     let mut engines = Vec::new();
-    if args.webhooks {
+    if let Some(webhooks) = &settings.run.webhooks {
         let stop = shutdown.clone();
         engines.push(tokio::spawn(crate::webhooks::run(
             started.conn.client.clone(),
-            args.webhook_settings()?,
+            webhooks.clone(),
             started.health.clone(),
             started.metrics.clone(),
             started.events.clone(),
@@ -57,17 +82,18 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         engines.push(tokio::spawn(peers::run(
             peers.clone(),
             started.conn.client.clone(),
-            args.peers_namespace.clone(),
+            settings.peers_namespace.clone(),
             started.metrics.clone(),
             async move { stop.requested().await },
         )));
     }
     for clearer in clearers {
-        let (queue, engine) = start_engine(clearer, &args, &started, &shutdown, peers.clone());
+        let (queue, engine) = start_engine(clearer, &settings, &started, &shutdown, peers.clone());
         queues.push(queue);
         engines.push(engine);
     }
-    shut_down(&args, engines, &queues, &started.events, &shutdown).await;
+    let timeout = settings.run.shutdown_timeout;
+    shut_down(timeout, engines, &queues, &started.events, &shutdown).await;
     info!("stopped");
     Ok(ExitCode::SUCCESS)
 }
@@ -82,26 +108,24 @@ struct Started {
 
 /// The set-up: the connection, the admin server, the clearers and the Event sink; `None`
 /// when a signal came first.
-async fn start(args: &RunArgs, shutdown: &Shutdown) -> Result<Option<(Started, Vec<Clearer>)>> {
+async fn start(
+    settings: &Settings,
+    shutdown: &Shutdown,
+) -> Result<Option<(Started, Vec<Clearer>)>> {
     let health = Arc::new(Health::new());
     let metrics = Arc::new(Metrics::default());
-    let conn = setup::connect(
-        &args.common.kubeconfig(),
-        args.common.request_timeout,
-        Some(health.clone()),
-    )
-    .await?;
-    let listener = admin::bind(args.admin_addr)?;
+    let run = &settings.run;
+    let conn = setup::connect(&run.client, Some(health.clone())).await?;
+    let listener = admin::bind(settings.admin)?;
     let addr = listener.local_addr().map_err(|source| Error::Admin {
-        addr: args.admin_addr,
+        addr: settings.admin,
         source,
     })?;
     info!(%addr, "admin server listening");
     tokio::spawn(admin::serve(listener, health.clone(), metrics.clone()));
-    info!(version = env!("CARGO_PKG_VERSION"), url = %conn.url, label_key = %args.label_key()?, "starting");
-    let settings = args.setup_settings()?;
+    info!(version = env!("CARGO_PKG_VERSION"), url = %conn.url, label_key = %run.selection.label_key, "starting");
     let (_, clearers, events) = tokio::select! {
-        setup = setup::clearers(&settings, &conn, &metrics, None) => setup?,
+        setup = setup::clearers(run, &conn, &metrics, None) => setup?,
         _ = shutdown.requested() => return Ok(None),
     };
     {
@@ -124,26 +148,25 @@ async fn start(args: &RunArgs, shutdown: &Shutdown) -> Result<Option<(Started, V
 /// and the task.
 fn start_engine(
     clearer: Clearer,
-    args: &RunArgs,
+    settings: &Settings,
     started: &Started,
     shutdown: &Shutdown,
     peers: Arc<Peers>,
 ) -> (Arc<Queue<Key>>, JoinHandle<()>) {
     let store = Arc::new(Store::default());
-    let rules = Rules {
-        rules: args.rules.release_gate.clone(),
-        exclude: args.rules.exclude_namespace.clone(),
-    };
+    let gates = &settings.gates;
+    let rules = gates.rules.clone();
     // Gates to watch or release: then the store holds every unbound pod.
-    let gated = args.gate_flag().is_some();
-    gauges(&started.metrics, &store, &clearer, args, &rules, gated);
-    let watch = watch(&clearer, args, started, rules.clone(), gated);
+    let gated = settings.run.selection.gate_flag.is_some();
+    gauges(&started.metrics, &store, &clearer, gates, gated);
+    let watch = watch(&clearer, settings, started, gated);
     let release = (!rules.is_empty()).then(|| Releaser {
         rules,
-        pace: Pace::new(args.release_rate.unwrap_or_default()),
+        pace: Pace::new(gates.rate),
         said: Said::default(),
     });
-    let queue = Queue::new(usize::from(args.concurrency));
+    let concurrency = settings.run.clearing.concurrency;
+    let queue = Queue::new(concurrency);
     let ctx = Arc::new(Ctx {
         clearer,
         store: store.clone(),
@@ -155,7 +178,7 @@ fn start_engine(
     let stop = shutdown.clone();
     let engine = queue.clone().run(
         watch.stream(store),
-        usize::from(args.concurrency),
+        concurrency,
         move |key| work(key, ctx.clone()),
         async move { stop.requested().await },
     );
@@ -167,14 +190,8 @@ fn start_engine(
 
 /// The gauges read from the store when scraped: the objects pending and, with gates to
 /// watch or release (`gated`), the unbound pods each gate holds.
-fn gauges(
-    metrics: &Metrics,
-    store: &Arc<Store>,
-    clearer: &Clearer,
-    args: &RunArgs,
-    rules: &Rules,
-    gated: bool,
-) {
+fn gauges(metrics: &Metrics, store: &Arc<Store>, clearer: &Clearer, gates: &Gates, gated: bool) {
+    let rules = &gates.rules;
     let (mode, only, key) = (
         clearer.mode,
         clearer.only.clone(),
@@ -191,7 +208,7 @@ fn gauges(
     if !gated {
         return;
     }
-    let watched = watched_gates(rules, args);
+    let watched = watched_gates(gates);
     let released: Vec<String> = rules.rules.iter().map(|r| r.gate.clone()).collect();
     let pods = store.clone();
     metrics.gated_from(
@@ -209,22 +226,21 @@ fn gauges(
             })
         }),
     );
-    let rate = args.release_rate.unwrap_or_default();
     info!(release_gates = %rules.rules.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-          release_rate = %rate, exclude_namespaces = %rules.exclude.join(","),
-          watch_gates = %args.watch_gates.join(","), "watching every unbound pod for its gates");
+          release_rate = %gates.rate, exclude_namespaces = %rules.exclude.join(","),
+          watch_gates = %gates.watch.join(","), "watching every unbound pod for its gates");
 }
 
 /// The watch of the clearer's resource: labelled objects or, when `gated`, every unbound
 /// pod.
-fn watch(clearer: &Clearer, args: &RunArgs, started: &Started, rules: Rules, gated: bool) -> Watch {
+fn watch(clearer: &Clearer, settings: &Settings, started: &Started, gated: bool) -> Watch {
     let (mode, label_key) = (clearer.mode, clearer.label_key.clone());
     let (keep_mode, keep_key) = (mode, label_key.clone());
-    let watched = watched_gates(&rules, args);
+    let watched = watched_gates(&settings.gates);
+    let rules = settings.gates.rules.clone();
+    let namespace = settings.run.selection.namespace.as_deref();
     Watch {
-        api: clearer
-            .target
-            .api(&clearer.client, args.common.namespace.as_deref()),
+        api: clearer.target.api(&clearer.client, namespace),
         label_key: clearer.label_key.clone(),
         selector: if gated {
             Selector::Unbound
@@ -232,7 +248,7 @@ fn watch(clearer: &Clearer, args: &RunArgs, started: &Started, rules: Rules, gat
             Selector::Labelled
         },
         resource: clearer.target.name.clone(),
-        resync: args.resync_period,
+        resync: settings.resync,
         health: started.health.clone(),
         metrics: started.metrics.clone(),
         // Objects that hold nothing back (most often the state after metainit's own
@@ -260,9 +276,9 @@ fn watch(clearer: &Clearer, args: &RunArgs, started: &Started, rules: Rules, gat
 }
 
 /// The gates of the gauges: those of the rules, then `--watch-gates`.
-fn watched_gates(rules: &Rules, args: &RunArgs) -> Vec<String> {
-    let mut watched: Vec<String> = rules.rules.iter().map(|r| r.gate.clone()).collect();
-    for g in &args.watch_gates {
+fn watched_gates(gates: &Gates) -> Vec<String> {
+    let mut watched: Vec<String> = gates.rules.rules.iter().map(|r| r.gate.clone()).collect();
+    for g in &gates.watch {
         if !watched.contains(g) {
             watched.push(g.clone());
         }
@@ -274,7 +290,7 @@ fn watched_gates(rules: &Rules, args: &RunArgs) -> Vec<String> {
 /// and queued Events `--shutdown-timeout` to finish; what is queued is left for the next
 /// start.
 async fn shut_down(
-    args: &RunArgs,
+    timeout: Duration,
     engines: Vec<JoinHandle<()>>,
     queues: &[Arc<Queue<Key>>],
     events: &Sink,
@@ -298,11 +314,9 @@ async fn shut_down(
         events_queued,
         "waiting for in-flight patches: {in_flight} in flight, {queued} queued (left for the next start), {events_queued} Events to write"
     );
-    let finished = tokio::time::timeout(args.shutdown_timeout, &mut all)
-        .await
-        .is_ok();
-    let left = args.shutdown_timeout.saturating_sub(stopping.elapsed());
+    let finished = tokio::time::timeout(timeout, &mut all).await.is_ok();
+    let left = timeout.saturating_sub(stopping.elapsed());
     if !finished || !events.drained(left).await {
-        warn!(timeout = ?args.shutdown_timeout, "in-flight patches or Events did not finish in time");
+        warn!(timeout = ?timeout, "in-flight patches or Events did not finish in time");
     }
 }

@@ -47,6 +47,29 @@ pub fn gates_need_pods(resources: &[ResourceSpec]) -> Result<()> {
     }
 }
 
+/// The rules between flags that need the server's answer: a gates-only flag (`gate_flag`)
+/// needs a server with scheduling gates, and there the resource must be pods. `mode`: what
+/// the server's version chose (`None`: Kubernetes 1.14 to 1.25, which has neither).
+pub fn check_mode(
+    gate_flag: Option<&str>,
+    resources: &[ResourceSpec],
+    mode: Option<Mode>,
+) -> Result<()> {
+    if let Some(flag) = gate_flag
+        && mode != Some(Mode::SchedulingGates)
+    {
+        let why = match mode {
+            Some(_) => "the server's version (--mode auto) means initializers",
+            None => "the server's version (--mode auto) means neither (Kubernetes 1.14 to 1.25)",
+        };
+        return Err(gates_only(flag, why));
+    }
+    if mode == Some(Mode::SchedulingGates) {
+        gates_need_pods(resources)?;
+    }
+    Ok(())
+}
+
 /// The server's major and minor version, from `/version`'s major and minor (managed
 /// clusters report minors such as `13+`) or, failing those, its gitVersion.
 pub fn parse_version(major: &str, minor: &str, git_version: &str) -> Option<(u32, u32)> {

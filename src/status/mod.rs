@@ -2,6 +2,7 @@
 //! and by what. Read-only: it only LISTs (and reads discovery documents).
 
 mod kept;
+mod lists;
 mod risks;
 mod table;
 
@@ -12,22 +13,19 @@ use std::{
 };
 
 use k8s_openapi::jiff::Timestamp;
-use kube::{
-    Client,
-    api::{ApiResource, ListParams},
-};
+use kube::{Client, api::ApiResource};
 use serde::Serialize;
-pub use table::{over_age, summary, table, webhooks_table};
+pub use table::{Output, over_age, summary, table, webhooks_table};
 
 use crate::{
     Result,
     blocker::Mode,
     budget::Budget,
-    cli::{self, StatusArgs},
     discovery::{self, ResourceSpec, Target},
-    list::Bound,
-    object::{Held, Kind},
+    logging::LogFormat,
+    object::Held,
     release::Rules,
+    setup::ClientSettings,
     shutdown::Shutdown,
     text,
     webhooks::status::WebhookRow,
@@ -72,26 +70,49 @@ pub struct Report {
     pub webhooks: Option<Vec<WebhookRow>>,
 }
 
+/// What `status` needs, checked by the command line.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub client: ClientSettings,
+    pub label_key: String,
+    /// `--mode`; `None`: the server's version decides.
+    pub mode: Option<Mode>,
+    /// `-n`; `None`: every namespace.
+    pub namespace: Option<String>,
+    /// How long each request may wait for an unreachable server (`--timeout`).
+    pub timeout: Duration,
+    /// `--release-gate` and `--exclude-namespace`: when each pod would be released.
+    pub rules: Rules,
+    /// The flag that asks for gate work beyond the label, if any.
+    pub gate_flag: Option<&'static str>,
+    /// `--webhooks`: the webhooks that are down or exempted too.
+    pub webhooks: bool,
+    pub output: Output,
+    /// `--max-age`: exit 1 if anything is held back longer.
+    pub max_age: Option<Duration>,
+    /// `--risks`: the forecast instead.
+    pub risks: bool,
+}
+
 /// What `status` says when a signal stops it.
 pub const ON_SIGNAL: &str =
     "status interrupted by a signal before every object was listed: nothing printed";
 
-pub async fn run(args: StatusArgs) -> Result<ExitCode> {
-    let format = args.common.log_format;
-    if args.risks {
-        return risks::run(&args).await;
+pub async fn run(settings: Settings, format: LogFormat) -> Result<ExitCode> {
+    if settings.risks {
+        return risks::run(&settings, format).await;
     }
     // Read-only: a signal has nothing to drain; it ends the listing, exit 1.
     let stop = Shutdown::on_signals_saying("signal received: stopping the listing");
     let report = tokio::select! {
-        report = report(&args) => report,
+        report = report(&settings) => report,
         _ = stop.requested() => return Ok(crate::logging::final_line(format, ON_SIGNAL, 1)),
     };
     // Any failure of `status` exits 2: 1 is kept for "held longer than --max-age".
     match report {
         Ok(report) => {
-            table::print(&report, args.output)?;
-            let Some(max) = args.max_age else {
+            table::print(&report, settings.output)?;
+            let Some(max) = settings.max_age else {
                 return Ok(ExitCode::SUCCESS);
             };
             let too_old: Vec<&Row> = report
@@ -115,26 +136,21 @@ pub async fn run(args: StatusArgs) -> Result<ExitCode> {
 /// The report's mode on a 1.21 to 1.25 server, which has only webhooks to look at.
 const WEBHOOKS_ONLY: &str = "webhooks only";
 
-async fn report(args: &StatusArgs) -> Result<Report> {
-    let common = &args.common;
-    args.check()?;
-    let label_key = args.label_key()?;
-    let rules = Rules {
-        rules: args.rules.release_gate.clone(),
-        exclude: args.rules.exclude_namespace.clone(),
-    };
-    let conn = crate::setup::connect(&common.kubeconfig(), common.request_timeout, None).await?;
+async fn report(settings: &Settings) -> Result<Report> {
+    let (label_key, rules) = (settings.label_key.clone(), &settings.rules);
+    let namespace = settings.namespace.as_deref();
+    let conn = crate::setup::connect(&settings.client, None).await?;
     let (client, url) = (conn.client, conn.url);
     // `--timeout` is how long each request may wait for an answer (a large cluster's
     // listing may take longer in all): a budget of its own for each.
-    let timeout = common.timeout;
+    let timeout = settings.timeout;
     let fresh = || Some(Budget::from_now(timeout));
-    let mode =
-        discovery::choose_mode(&client, &url, common.mode.mode(), fresh(), args.webhooks).await?;
+    let asked = settings.mode;
+    let mode = discovery::choose_mode(&client, &url, asked, fresh(), settings.webhooks).await?;
     conn.legacy.set(mode == Some(Mode::Initializers));
-    cli::rules::check_mode(args.gate_flag(), &[ResourceSpec::pods()], mode)?;
-    let webhooks = match args.webhooks {
-        true => Some(webhook_rows(&client, args, &label_key, &url).await?),
+    discovery::check_mode(settings.gate_flag, &[ResourceSpec::pods()], mode)?;
+    let webhooks = match settings.webhooks {
+        true => Some(webhook_rows(&client, settings, &url).await?),
         false => None,
     };
     let Some(mode) = mode else {
@@ -143,7 +159,7 @@ async fn report(args: &StatusArgs) -> Result<Report> {
             WEBHOOKS_ONLY.into(),
             label_key,
             Vec::new(),
-            &rules,
+            rules,
             webhooks,
         ));
     };
@@ -151,51 +167,40 @@ async fn report(args: &StatusArgs) -> Result<Report> {
         Mode::SchedulingGates => {
             vec![discovery::resolve(&client, &url, &ResourceSpec::pods(), fresh()).await?]
         }
-        Mode::Initializers => every_listable_resource(&client, &url, timeout).await?,
+        Mode::Initializers => lists::every_listable_resource(&client, &url, timeout).await?,
     };
     let mut items = Vec::new();
     let mut seen = HashSet::new();
     let now = Timestamp::now();
     for target in &targets {
-        let objects = list_all(&client, target, common.namespace.as_deref(), &url, timeout);
+        let objects = lists::list_all(&client, target, namespace, &url, timeout);
         for obj in objects.await? {
             // The same object can be served by two groups (deployments in apps and extensions).
             let new = |uid: &String| seen.insert(uid.clone());
-            if let Some(row) = held(mode, target, &obj, &label_key, &rules, now)
+            if let Some(row) = held(mode, target, &obj, &label_key, rules, now)
                 && obj.metadata.meta.uid.as_ref().is_none_or(new)
             {
                 items.push(row);
             }
         }
     }
-    kept::mark(
-        &client,
-        common.namespace.as_deref(),
-        mode,
-        &mut items,
-        timeout,
-    )
-    .await;
+    kept::mark(&client, namespace, mode, &mut items, timeout).await;
     Ok(Report::new(
         mode.to_string(),
         label_key,
         items,
-        &rules,
+        rules,
         webhooks,
     ))
 }
 
 /// With `--webhooks`: the webhooks of labelled configurations that are down or exempted.
-async fn webhook_rows(
-    client: &Client,
-    args: &StatusArgs,
-    label_key: &str,
-    url: &str,
-) -> Result<Vec<WebhookRow>> {
-    let deadline = Some(args.common.timeout);
+async fn webhook_rows(client: &Client, settings: &Settings, url: &str) -> Result<Vec<WebhookRow>> {
+    let deadline = Some(settings.timeout);
+    let label_key = &settings.label_key;
     let mut rows = crate::webhooks::status::list(client, label_key, url, deadline).await?;
     // `-n NS`: the webhooks whose service is in NS (the namespace they fail closed on).
-    if let Some(ns) = &args.common.namespace {
+    if let Some(ns) = &settings.namespace {
         rows.retain(|r| &r.namespace == ns);
     }
     Ok(rows)
@@ -305,86 +310,4 @@ fn row(
         release: None,
         kept_by: None,
     }
-}
-
-/// Every resource the server lists (legacy initializers can be configured on any of them).
-async fn every_listable_resource(
-    client: &Client,
-    url: &str,
-    timeout: Duration,
-) -> Result<Vec<Target>> {
-    let fresh = || Some(Budget::from_now(timeout));
-    let mut lists = Vec::new();
-    let core = discovery::with_retries(client, "discovery", url, fresh(), || {
-        client.list_core_api_resources("v1")
-    })
-    .await?;
-    lists.push(("v1".to_string(), core));
-    let groups = discovery::with_retries(client, "discovery", url, fresh(), || {
-        client.list_api_groups()
-    })
-    .await?;
-    for g in groups.groups {
-        let Some(gv) = g
-            .preferred_version
-            .or_else(|| g.versions.into_iter().next())
-        else {
-            continue;
-        };
-        let gv = gv.group_version;
-        let list = discovery::with_retries(client, "discovery", url, fresh(), || {
-            client.list_api_group_resources(&gv)
-        })
-        .await?;
-        lists.push((gv, list));
-    }
-    let mut targets = Vec::new();
-    for (gv, list) in lists {
-        let (group, version) = match gv.split_once('/') {
-            Some((g, v)) => (g.to_string(), v.to_string()),
-            None => (String::new(), gv.clone()),
-        };
-        for r in list.resources {
-            if r.name.contains('/') || !r.verbs.iter().any(|v| v == "list") {
-                continue;
-            }
-            targets.push(Target {
-                name: if group.is_empty() {
-                    r.name.clone()
-                } else {
-                    format!("{}.{group}", r.name)
-                },
-                resource: Kind::from(ApiResource {
-                    group: group.clone(),
-                    version: version.clone(),
-                    api_version: gv.clone(),
-                    kind: r.kind,
-                    plural: r.name,
-                }),
-                namespaced: r.namespaced,
-            });
-        }
-    }
-    Ok(targets)
-}
-
-async fn list_all(
-    client: &Client,
-    target: &Target,
-    namespace: Option<&str>,
-    url: &str,
-    timeout: Duration,
-) -> Result<Vec<Held>> {
-    if namespace.is_some() && !target.namespaced {
-        return Ok(Vec::new());
-    }
-    let api = target.api(client, namespace);
-    crate::list::all(
-        client,
-        &api,
-        ListParams::default(),
-        url,
-        Bound::EachPage(timeout),
-    )
-    .await
 }

@@ -3,9 +3,10 @@
 
 use std::process::ExitCode;
 
+use super::{Output, Settings};
 use crate::{
     Error, Result,
-    cli::{Output, StatusArgs},
+    logging::LogFormat,
     risks::{self, Running, render},
     shutdown::Shutdown,
 };
@@ -13,18 +14,17 @@ use crate::{
 /// The exit code of a forecast with findings: apart from 1 (`--max-age`) and 2 (errors).
 pub const FOUND: u8 = 3;
 
-pub async fn run(args: &StatusArgs) -> Result<ExitCode> {
-    let format = args.common.log_format;
+pub async fn run(settings: &Settings, format: LogFormat) -> Result<ExitCode> {
     let stop = Shutdown::on_signals_saying("signal received: stopping the forecast");
     let forecast = tokio::select! {
-        f = forecast(args) => f,
+        f = forecast(settings) => f,
         _ = stop.requested() => return Ok(crate::logging::final_line(format, super::ON_SIGNAL, 1)),
     };
     let forecast = match forecast {
         Ok(f) => f,
         Err(e) => return Ok(crate::logging::fatal_with(format, &e, 2)),
     };
-    let text = match args.output {
+    let text = match settings.output {
         Output::Table => render::table(&forecast),
         Output::Json => {
             serde_json::to_string_pretty(&forecast).map_err(|e| Error::Output(e.to_string()))?
@@ -41,25 +41,23 @@ pub async fn run(args: &StatusArgs) -> Result<ExitCode> {
     })
 }
 
-async fn forecast(args: &StatusArgs) -> Result<render::Forecast> {
-    let common = &args.common;
-    args.check()?;
-    let label_key = args.label_key()?;
-    let conn = crate::setup::connect(&common.kubeconfig(), common.request_timeout, None).await?;
-    let world = risks::read::world(&conn.client, &conn.url, &label_key, common.timeout).await?;
+async fn forecast(settings: &Settings) -> Result<render::Forecast> {
+    let label_key = settings.label_key.clone();
+    let conn = crate::setup::connect(&settings.client, None).await?;
+    let world = risks::read::world(&conn.client, &conn.url, &label_key, settings.timeout).await?;
     let running = Running {
         label_key,
-        webhooks: args.webhooks,
-        release_gates: args
+        webhooks: settings.webhooks,
+        release_gates: settings
             .rules
-            .release_gate
+            .rules
             .iter()
             .map(|r| (r.gate.clone(), crate::text::duration(r.after)))
             .collect(),
     };
     let mut findings = risks::forecast(&world, &running);
     // `-n NS`: the findings that name an object or a webhook's service in NS.
-    if let Some(ns) = &common.namespace {
+    if let Some(ns) = &settings.namespace {
         let inside = format!(" {ns}/");
         findings.retain(|f| f.objects.iter().any(|o| o.contains(&inside)));
     }

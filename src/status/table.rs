@@ -4,7 +4,15 @@
 use std::time::Duration;
 
 use super::{Report, Row};
-use crate::{Error, Result, cli::Output, text, webhooks::status::WebhookRow};
+use crate::{Error, Result, text, webhooks::status::WebhookRow};
+
+/// `-o`: how the report is printed.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    Table,
+    Json,
+    Yaml,
+}
 
 /// Which objects are held back longer than `--max-age`, oldest first (at most 10 named).
 pub fn over_age(rows: &[&Row], max: Duration) -> String {

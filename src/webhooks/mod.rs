@@ -50,6 +50,7 @@ use record::records_of;
 const LOG: &str = "metainit::webhooks";
 
 /// What the engine needs from the command line.
+#[derive(Clone, Debug)]
 pub struct Settings {
     pub label_key: String,
     pub grace: Duration,
