@@ -37,7 +37,8 @@ pub mod list;
 pub mod queue;
 pub mod store;
 pub mod watch;
-// Features: the webhook deadlock (orphaned gates are rules above and the daemon's work).
+// Features: the webhook deadlock; the cold-start forecast, which `status --risks` prints
+// (orphaned gates are rules above and the daemon's work).
 pub mod risks;
 pub mod webhooks;
 // Entry points: the command line, what they share, the daemon, `--once`, `status`,

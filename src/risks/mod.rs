@@ -2,11 +2,11 @@
 //! before it happens. Read-only. `graph` says which webhooks would stall what; this module
 //! turns that into findings, each with the objects involved, why, the fix, and whether the
 //! running metainit (its label key, `--webhooks`, `--release-gate`) would clear it.
+//! `status --risks` runs it and prints the findings (`status/risks.rs`, `status/forecast.rs`).
 
 mod down;
 pub mod graph;
 pub mod read;
-pub mod render;
 pub mod select;
 
 use serde::Serialize;

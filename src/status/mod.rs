@@ -1,10 +1,19 @@
 //! `metainit status`: every object held back right now, labelled or not, with how long
 //! and by what. Read-only: it only LISTs (and reads discovery documents).
+//!
+//! The command's one room: the report of held objects (here, listed by `lists.rs`, with
+//! what a server kept marked by `kept.rs`), `--webhooks`' rows (`webhooks.rs`), how the
+//! report is printed (`table.rs`), and `--risks` (`risks.rs`), which prints the forecast of
+//! the `risks` feature as `forecast.rs` lays it out. What it presents is computed by the
+//! features below (`risks`' rules, `webhooks`' hooks and records); what is only `status`'s
+//! view of them is here.
 
+pub mod forecast;
 mod kept;
 mod lists;
 mod risks;
 mod table;
+pub mod webhooks;
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -16,6 +25,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Client, api::ApiResource};
 use serde::Serialize;
 pub use table::{Output, over_age, summary, table, webhooks_table};
+use webhooks::WebhookRow;
 
 use crate::{
     Result,
@@ -28,7 +38,6 @@ use crate::{
     setup::ClientSettings,
     shutdown::Shutdown,
     text,
-    webhooks::status::WebhookRow,
 };
 
 /// One held object.
@@ -198,7 +207,7 @@ async fn report(settings: &Settings) -> Result<Report> {
 async fn webhook_rows(client: &Client, settings: &Settings, url: &str) -> Result<Vec<WebhookRow>> {
     let deadline = Some(settings.timeout);
     let label_key = &settings.label_key;
-    let mut rows = crate::webhooks::status::list(client, label_key, url, deadline).await?;
+    let mut rows = webhooks::list(client, label_key, url, deadline).await?;
     // `-n NS`: the webhooks whose service is in NS (the namespace they fail closed on).
     if let Some(ns) = &settings.namespace {
         rows.retain(|r| &r.namespace == ns);

@@ -3,11 +3,11 @@
 
 use std::process::ExitCode;
 
-use super::{Output, Settings};
+use super::{Output, Settings, forecast};
 use crate::{
     Error, Result,
     logging::LogFormat,
-    risks::{self, Running, render},
+    risks::{self, Running},
     shutdown::Shutdown,
 };
 
@@ -17,7 +17,7 @@ pub const FOUND: u8 = 3;
 pub async fn run(settings: &Settings, format: LogFormat) -> Result<ExitCode> {
     let stop = Shutdown::on_signals_saying("signal received: stopping the forecast");
     let forecast = tokio::select! {
-        f = forecast(settings) => f,
+        f = read(settings) => f,
         _ = stop.requested() => return Ok(crate::logging::final_line(format, super::ON_SIGNAL, 1)),
     };
     let forecast = match forecast {
@@ -25,7 +25,7 @@ pub async fn run(settings: &Settings, format: LogFormat) -> Result<ExitCode> {
         Err(e) => return Ok(crate::logging::fatal_with(format, &e, 2)),
     };
     let text = match settings.output {
-        Output::Table => render::table(&forecast),
+        Output::Table => forecast::table(&forecast),
         Output::Json => {
             serde_json::to_string_pretty(&forecast).map_err(|e| Error::Output(e.to_string()))?
                 + "\n"
@@ -41,7 +41,7 @@ pub async fn run(settings: &Settings, format: LogFormat) -> Result<ExitCode> {
     })
 }
 
-async fn forecast(settings: &Settings) -> Result<render::Forecast> {
+async fn read(settings: &Settings) -> Result<forecast::Forecast> {
     let label_key = settings.label_key.clone();
     let conn = crate::setup::connect(&settings.client, None).await?;
     let world = risks::read::world(&conn.client, &conn.url, &label_key, settings.timeout).await?;
@@ -61,5 +61,5 @@ async fn forecast(settings: &Settings) -> Result<render::Forecast> {
         let inside = format!(" {ns}/");
         findings.retain(|f| f.objects.iter().any(|o| o.contains(&inside)));
     }
-    Ok(render::Forecast::new(&world, findings))
+    Ok(forecast::Forecast::new(&world, findings))
 }

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use super::webhooks::WebhookRow;
 use super::{Report, Row};
-use crate::{Error, Result, text, webhooks::status::WebhookRow};
+use crate::{Error, Result, text};
 
 /// `-o`: how the report is printed.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

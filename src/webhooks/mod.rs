@@ -26,7 +26,6 @@ mod nudge;
 pub mod once;
 pub mod patch;
 pub mod record;
-pub mod status;
 
 use std::{sync::Arc, time::Duration};
 
@@ -40,7 +39,7 @@ use tracing::info;
 
 use crate::{admin::Health, events::Sink, metrics::Metrics, queue::Queue, text, watch};
 use configs::follow;
-pub use configs::{ConfigKind, GROUP, kinds};
+pub use configs::{ConfigKind, GROUP, kinds, list_labelled};
 use endpoints::{Services, Source, Watches};
 use engine::{Engine, Look};
 use record::records_of;

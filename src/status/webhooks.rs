@@ -8,14 +8,18 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Client, api::DynamicObject};
 use serde::Serialize;
 
-use super::{
-    ConfigKind,
-    configs::list_labelled,
-    endpoints::ready_now,
-    hook::{self, Service},
-    record::records_of,
+use crate::{
+    Result,
+    budget::Budget,
+    text,
+    webhooks::{
+        ConfigKind,
+        endpoints::ready_now,
+        hook::{self, Service},
+        list_labelled,
+        record::records_of,
+    },
 };
-use crate::{Result, budget::Budget, text};
 
 /// One webhook that is down or exempted.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,11 +1,11 @@
-//! The forecast as a user reads it: a block per finding (table), or the findings as JSON or
-//! YAML, with how much was read.
+//! The forecast of `status --risks` as a user reads it: a block per finding (table), or the
+//! findings as JSON or YAML, with how much was read.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{Finding, graph::World};
+use crate::risks::{Finding, Risk, graph::World};
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -33,7 +33,7 @@ pub fn table(f: &Forecast) -> String {
         // A cycle's webhooks in its order; the others' as a list.
         let head = match (finding.webhooks.is_empty(), finding.risk) {
             (true, _) => finding.objects.join(", "),
-            (false, super::Risk::Cycle) => finding.webhooks.join(" -> "),
+            (false, Risk::Cycle) => finding.webhooks.join(" -> "),
             (false, _) => finding.webhooks.join(", "),
         };
         out.push_str(&format!("{}: {head}\n", finding.risk.label()));
@@ -84,7 +84,6 @@ fn count(n: usize, what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::risks::Risk;
 
     fn finding(risk: Risk, covered: bool) -> Finding {
         Finding {
