@@ -33,8 +33,8 @@ pub enum Done {
 /// Everything needed to clear objects of one resource.
 pub struct Clearer {
     pub client: Client,
-    /// The PATCHes' way (see `client::Direct`).
-    pub direct: crate::client::Direct,
+    /// The clearing PATCH's way (`client::ClearingPath`).
+    pub clearing_path: crate::client::ClearingPath,
     pub target: Target,
     pub mode: Mode,
     pub only: Vec<String>,
@@ -119,7 +119,7 @@ impl Clearer {
         let ns = obj.namespace().filter(|_| self.target.namespaced);
         let url = Held::url(&self.target.resource, ns, obj.name());
         let request = patch_request(url, patch.as_str().as_bytes().to_vec())?;
-        let answer = outcome(self.direct.send(request).await)?;
+        let answer = outcome(self.clearing_path.send(request).await)?;
         if answer.is_none() {
             debug!(object = %obj.key(), "deleted before it was patched");
         }

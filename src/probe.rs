@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::{
     Error, Result,
     budget::Budget,
-    client::plain::{self, Answer},
+    client::probe_path::{self, Answer},
     discovery::with_retries,
     kubeconfig,
     logging::{self, LogFormat},
@@ -305,7 +305,7 @@ async fn check(endpoint: &Endpoint, path: &str, timeout: Duration) -> (bool, Str
     };
     let url = endpoint.url(address, number, path);
     let answer = match url.parse() {
-        Ok(uri) => plain::get(uri, timeout).await,
+        Ok(uri) => probe_path::get(uri, timeout).await,
         Err(e) => Answer::Failed(format!("not a URL: {e}")),
     };
     let place = if endpoint.loopback {

@@ -74,8 +74,8 @@ pub struct Run {
 /// A client and the server's URL, before the mode is known.
 pub struct Connection {
     pub client: Client,
-    /// The per-object requests' way, over the client's connections.
-    pub direct: client::Direct,
+    /// The clearing PATCHes' and their Events' way, over the client's connections.
+    pub clearing_path: client::ClearingPath,
     pub url: String,
     pub legacy: Legacy,
 }
@@ -88,11 +88,11 @@ pub async fn connect(
     let config = kubeconfig::load(&settings.kubeconfig).await?;
     let url = config.cluster_url.to_string();
     let legacy = Legacy::default();
-    let (client, direct) =
+    let (client, clearing_path) =
         client::build(config, settings.request_timeout, legacy.clone(), observer)?;
     Ok(Connection {
         client,
-        direct,
+        clearing_path,
         url,
         legacy,
     })
@@ -120,7 +120,7 @@ pub async fn clearers(
     discovery::check_mode(selection.gate_flag, resources, mode)?;
     // Events get a quarter of the patches' bound: in a burst they trail the clearing.
     let events = events::Sink::new(
-        conn.direct.clone(),
+        conn.clearing_path.clone(),
         metrics.clone(),
         clearing.concurrency / 4,
     );
@@ -139,7 +139,7 @@ pub async fn clearers(
         metrics.known_resource(mode.as_str(), &target.name);
         clearers.push(Clearer {
             client: client.clone(),
-            direct: conn.direct.clone(),
+            clearing_path: conn.clearing_path.clone(),
             target,
             mode,
             only: selection.only.clone(),

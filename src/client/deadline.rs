@@ -1,7 +1,7 @@
 //! `--request-timeout` over the whole exchange of a `Client` request but a watch: the
 //! `Guard` bounds the wait for the headers only, and an answer that stalls after them
-//! would hold its caller (a list, discovery, a webhook's patch) for ever. The direct way
-//! bounds its own exchange.
+//! would hold its caller (a list, discovery, a webhook's patch) for ever. The clearing path
+//! (`ClearingPath`) bounds its own exchange.
 
 use std::{
     future::Future,

@@ -3,7 +3,7 @@
 //! REST client: 5 a second, bursts of 10, for all kinds together). Whatever a server or a proxy answers, and whatever a loop above does with the
 //! answer, no kind is sent more often than its bucket allows: the bound holds by
 //! construction, not by a list of failures someone thought of. `build` puts it over both ways
-//! a request leaves the process (the `Client`'s and the direct one), outside their timeouts:
+//! an API request leaves the process (the `Client` path and the clearing path), outside their timeouts:
 //! a wait here is not a slow answer.
 //!
 //! The buckets are sized so that ordinary work never waits (docs, "Request ceiling"): the

@@ -1,14 +1,28 @@
-//! The one API client of the process and the layers around it: a `User-Agent` that names
-//! metainit in audit logs, and `guard.rs` under every request (`includeUninitialized` on the
-//! legacy API's GETs, a timeout on every request's headers (a watch's too), so that a request
-//! accepted and never answered does not hold a worker or the watch for ever, and a report of every answered LIST and
-//! WATCH for `/readyz`), and over it `deadline.rs` for the `Client`'s requests (the same
-//! timeout, to an answer's last byte); `redirect.rs` names a redirect; `retry_after.rs` carries a 429's `Retry-After` header
-//! into its `Status`, where the failure table reads it (`failure::retry_after`). The per-object requests take the
-//! direct way (`direct.rs`) over the same connections. Over both, outside their timeouts,
-//! `limit.rs`: a token bucket per kind of request, the ceiling of the process's request rate.
-//! Under everything that reads an answer, `cap.rs`: every answer's size capped. `plain.rs`: one
-//! plain-HTTP GET of an endpoint, no API server involved (`probe`).
+//! The one API client of the process and the ways a request leaves it. Three paths:
+//!
+//! - **the `Client` path**, kube's `Client` that `build` returns: every API request but the
+//!   two below. Watches, LISTs, GETs, discovery and `/version`, the Leases' writes, the
+//!   PATCHes of webhook configurations and the retry stamp on the controllers a webhook
+//!   refused (`webhooks`). Its layers,
+//!   from the top: `limit.rs`, `deadline.rs`, `guard.rs`, then the shared stack (`stack`:
+//!   kube's base URI, auth and headers, `cap.rs`, `redirect.rs`, `retry_after.rs`).
+//! - **the clearing path** (`clearing_path.rs`, `ClearingPath`), over the same connections:
+//!   each cleared object's clearing PATCH (`clear.rs`) and its Event's POST
+//!   (`events::Sink`), and nothing else. Its layers: `limit.rs` and its own bound to the
+//!   last byte (in `ClearingPath`), `guard.rs`, the shared stack.
+//! - **the probe's path** (`probe_path.rs`): `probe`'s plain-HTTP GET of a pod's endpoint,
+//!   no API server involved, none of these layers.
+//!
+//! What each layer does: a `User-Agent` that names metainit in audit logs; `guard.rs` under
+//! both API paths (`includeUninitialized` on the legacy API's GETs, a timeout on every
+//! request's headers (a watch's too), so that a request accepted and never answered does
+//! not hold a worker or the watch for ever, and a report of every answered LIST and WATCH
+//! for `/readyz`); `deadline.rs` over the `Client`'s requests (the same timeout, to an
+//! answer's last byte); `redirect.rs` names a redirect; `retry_after.rs` carries a 429's
+//! `Retry-After` header into its `Status`, where the failure table reads it
+//! (`failure::retry_after`). Over both API paths, outside their timeouts, `limit.rs`: a
+//! token bucket per kind of request, the ceiling of the process's request rate. Under
+//! everything that reads an answer, `cap.rs`: every answer's size capped.
 
 use std::{
     sync::{
@@ -30,16 +44,16 @@ pub use crate::failure::RequestTimeout;
 use crate::{Error, Result, failure::chain};
 
 pub mod cap;
+mod clearing_path;
 mod deadline;
-mod direct;
 mod guard;
 mod limit;
-pub mod plain;
+pub mod probe_path;
 mod redirect;
 mod retry_after;
 
+pub use clearing_path::ClearingPath;
 use deadline::DeadlineLayer;
-pub use direct::Direct;
 use guard::GuardLayer;
 pub use guard::include_uninitialized;
 use limit::LimitLayer;
@@ -68,14 +82,13 @@ impl Legacy {
 /// cloneable, without the `Buffer` that kube's `Client` puts in front of every request.
 type Stack = BoxCloneSyncService<Request<Body>, Response<Box<DynBody>>, BoxError>;
 
-/// Builds the client, and the direct way of the per-object requests over the same
-/// connections.
+/// Builds the `Client` path, and the clearing path over the same connections.
 pub fn build(
     config: Config,
     request_timeout: Duration,
     legacy: Legacy,
     observer: Option<Arc<dyn Observer>>,
-) -> Result<(Client, Direct)> {
+) -> Result<(Client, ClearingPath)> {
     // kube's own retry of 429/503/504 (up to 15 times, delays up to 1000 s) would hide
     // failures from the metrics and hold a worker for minutes: every retry is ours.
     let mut config = config;
@@ -118,12 +131,12 @@ pub fn build(
         .with_layer(&DeadlineLayer(request_timeout))
         .with_layer(&LimitLayer(limiter.clone()))
         .build();
-    let direct = Direct::new(
+    let clearing_path = ClearingPath::new(
         BoxCloneSyncService::new(layer.layer(stack)),
         request_timeout,
         limiter,
     );
-    Ok((client, direct))
+    Ok((client, clearing_path))
 }
 
 /// A connector with kube's connect, read and write timeouts.

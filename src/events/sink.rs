@@ -1,5 +1,5 @@
-//! Sends the Events in the background, a bounded number waiting, through the direct
-//! request path. A namespace whose Events the server refuses as a whole (403: no right to
+//! Sends the Events in the background, a bounded number waiting, through the clearing
+//! path (`client::ClearingPath`). A namespace whose Events the server refuses as a whole (403: no right to
 //! write them there, or it is being deleted; 404: no such namespace) gets none for
 //! `failure::ABSENT`, then is asked again: not a refused POST and a warning for every object
 //! cleared there.
@@ -19,7 +19,7 @@ use tracing::{debug, warn};
 
 use super::Event;
 use crate::{
-    client::Direct,
+    client::ClearingPath,
     failure::{self, Failure, retry_after},
     metrics::Metrics,
     retry::{EVENT_RETRIES, EVENTS},
@@ -60,8 +60,8 @@ impl Prepared {
 
 /// Writes the Event. The caller logs and counts a failure; it never fails a clearing.
 /// The server's copy of the Event in the answer is not decoded: nothing reads it.
-async fn publish(direct: &Direct, event: &Prepared) -> Result<(), kube::Error> {
-    direct.send(event.request()?).await.map(drop)
+async fn publish(path: &ClearingPath, event: &Prepared) -> Result<(), kube::Error> {
+    path.send(event.request()?).await.map(drop)
 }
 
 /// At most this many Events wait to be written; more are dropped, and counted.
@@ -102,7 +102,7 @@ impl Refused {
 /// failure the failure table calls not fatal a few times (`retry::EVENTS`); bounds what waits, each Event as its
 /// serialized body; and lets the process wait for the ones still queued before it exits.
 pub struct Sink {
-    direct: Direct,
+    clearing_path: ClearingPath,
     metrics: Arc<Metrics>,
     waiting: Mutex<VecDeque<Prepared>>,
     /// Wakes an idle worker.
@@ -115,9 +115,13 @@ pub struct Sink {
 
 impl Sink {
     /// Starts `concurrency` workers (at least one) on the current runtime.
-    pub fn new(direct: Direct, metrics: Arc<Metrics>, concurrency: usize) -> Arc<Sink> {
+    pub fn new(
+        clearing_path: ClearingPath,
+        metrics: Arc<Metrics>,
+        concurrency: usize,
+    ) -> Arc<Sink> {
         let sink = Arc::new(Sink {
-            direct,
+            clearing_path,
             metrics,
             waiting: Mutex::new(VecDeque::new()),
             ready: Notify::new(),
@@ -184,11 +188,15 @@ impl Sink {
     /// Writes the Event, trying again `EVENT_RETRIES` times on the `EVENTS` schedule after a
     /// failure the failure table calls not fatal, never before the server's Retry-After.
     async fn publish_retried(&self, event: &Prepared) -> Result<(), Failure> {
-        (|| async { publish(&self.direct, event).await.map_err(Failure::from) })
-            .retry(EVENTS.backon(EVENT_RETRIES))
-            .when(|f: &Failure| !f.class.policy().fatal)
-            .adjust(|f: &Failure, wait| Some(wait?.max(retry_after(&f.error))))
-            .await
+        (|| async {
+            publish(&self.clearing_path, event)
+                .await
+                .map_err(Failure::from)
+        })
+        .retry(EVENTS.backon(EVENT_RETRIES))
+        .when(|f: &Failure| !f.class.policy().fatal)
+        .adjust(|f: &Failure, wait| Some(wait?.max(retry_after(&f.error))))
+        .await
     }
 
     fn done(&self) {

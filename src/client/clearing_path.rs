@@ -1,7 +1,9 @@
-//! The direct request path: the per-object requests skip the tower `Buffer` that kube's
-//! `Client` puts in front of every request, and its copying of each answer into a `String`:
-//! fewer instructions per cleared object (BENCHMARKS.md, "CPU per
-//! object: user and system time, and the kernel's floor", change 1).
+//! The clearing path: the requests made for each cleared object, its clearing PATCH
+//! (`clear.rs`) and its Event's POST (`events::Sink`), and no others. They skip the tower
+//! `Buffer` that kube's `Client` puts in front of every request, and its copying of each
+//! answer into a `String`: fewer instructions per cleared object (BENCHMARKS.md, "CPU per
+//! object: user and system time, and the kernel's floor", change 1). Every other API
+//! request, a PATCH of a webhook configuration or a Lease included, takes the `Client`.
 
 use std::{sync::Arc, time::Duration};
 
@@ -11,11 +13,11 @@ use kube::client::Body;
 
 use super::{RequestTimeout, Stack, limit::Limiter};
 
-/// The way of the requests made for each object (the clearing PATCH, the Event): the
-/// client's own stack and `Guard`, called directly, over the same connections; watches,
-/// lists and the rest keep using the `Client`.
+/// The way of the requests made for each cleared object (the clearing PATCH, the Event):
+/// the client's own stack and `Guard`, called directly, over the same connections;
+/// watches, lists and the rest keep using the `Client`.
 #[derive(Clone)]
-pub struct Direct {
+pub struct ClearingPath {
     stack: Stack,
     /// `--request-timeout`, over the whole exchange: the `Guard` bounds the wait for the
     /// headers only, and a body that stalls after them would hold a worker for ever.
@@ -24,9 +26,9 @@ pub struct Direct {
     limiter: Arc<Limiter>,
 }
 
-impl Direct {
-    pub(super) fn new(stack: Stack, timeout: Duration, limiter: Arc<Limiter>) -> Direct {
-        Direct {
+impl ClearingPath {
+    pub(super) fn new(stack: Stack, timeout: Duration, limiter: Arc<Limiter>) -> ClearingPath {
+        ClearingPath {
             stack,
             timeout,
             limiter,

@@ -1,6 +1,7 @@
-//! One plain-HTTP GET, for `probe`: hyper's pooled client over a bare TCP connector (the
-//! `http://` stack of `build` without kube's layers: no base URI, no credentials), bounded
-//! from the connect to the answer's last byte.
+//! The probe's path: `probe`'s one plain-HTTP GET of a pod's endpoint, no API server
+//! involved (its API requests take the `Client`): hyper's pooled client over a bare TCP
+//! connector (the `http://` stack of `build` without kube's layers: no base URI, no
+//! credentials, no limiter), bounded from the connect to the answer's last byte.
 
 use std::time::Duration;
 
