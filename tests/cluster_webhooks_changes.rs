@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use common::{
     control_plane::{WAIT, until},
     msg,
-    webhooks::{ANNOTATION, Kind, Rights, Scene, after, exemption},
+    webhooks::{Kind, Rights, Scene, after, exemption, record, record_text},
 };
 use serde_json::{Value, json};
 
@@ -147,10 +147,7 @@ async fn a_service_moved_to_another_namespace_while_exempted_leaves_nothing_behi
     let (gk, gk2) = (s.ns("gk").to_string(), s.ns("gk2").to_string());
     until("gk2 exempted instead of gk", WAIT, || async {
         let now = s.get(Kind::Validating, "gk").await;
-        let record = now["metadata"]["annotations"][ANNOTATION]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let record = record_text(&now);
         (now["webhooks"][0]["namespaceSelector"]["matchExpressions"] == json!(moved)
             && record.contains(&gk2)
             && !record.contains(&format!("[\"{gk}\"]")))
@@ -199,12 +196,7 @@ async fn a_revert_that_keeps_the_record_is_not_fought_within_the_grace_by_any_re
     s.until_admitted("gk", "exempted").await;
     let mut reverted = s.get(Kind::Validating, "gk").await;
     // When the first add happened, as its record on the server says.
-    let record: Value = serde_json::from_str(
-        reverted["metadata"]["annotations"][ANNOTATION]
-            .as_str()
-            .expect("the record"),
-    )
-    .expect("the record is JSON");
+    let record = record(&reverted);
     let since: k8s_openapi::jiff::Timestamp = record["validate.gk.example.com"]["since"]
         .as_str()
         .expect("since")
@@ -249,11 +241,8 @@ async fn a_webhook_renamed_while_exempted_keeps_its_record_and_is_restored() {
     s.replace(Kind::Validating, &renamed).await.expect("rename");
     until("the record under the new name", WAIT, || async {
         let now = s.get(Kind::Validating, "gk").await;
-        now["metadata"]["annotations"][ANNOTATION]
-            .as_str()
-            .is_some_and(|a| {
-                a.contains("check.gk.example.com") && !a.contains("validate.gk.example.com")
-            })
+        let record = record_text(&now);
+        (record.contains("check.gk.example.com") && !record.contains("validate.gk.example.com"))
             .then_some(())
     })
     .await;

@@ -14,11 +14,9 @@ use std::time::{Duration, SystemTime};
 use common::{
     control_plane::{WAIT, until},
     eventually, metrics_until, msg,
-    webhooks::{
-        ANNOTATION, Kind, Rights, Scene, after, exempted, metric, seconds_between, written,
-    },
+    webhooks::{Kind, Rights, Scene, after, exempted, metric, record, seconds_between, written},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 #[tokio::test]
 #[ignore = "the real tier: a Go-built control plane (bash scripts/test.sh runs it; or cargo test --test NAME -- --ignored)"]
@@ -55,12 +53,7 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
         exempted(&original["webhooks"][0], s.ns("gk")),
         "one expression added, nothing else changed"
     );
-    let record: Value = serde_json::from_str(
-        now["metadata"]["annotations"][ANNOTATION]
-            .as_str()
-            .expect("the record"),
-    )
-    .expect("the record is JSON");
+    let record = record(&now);
     assert_eq!(
         record["validate.gk.example.com"]["expression"]["values"],
         json!([s.ns("gk")])

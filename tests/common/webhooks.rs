@@ -446,7 +446,7 @@ impl Scene {
                     .as_u64()
                     .is_some_and(|c| c < 300)
             })
-            .map(|e| received(e))
+            .map(received)
             .collect()
     }
 
@@ -500,6 +500,26 @@ pub fn received(entry: &Value) -> SystemTime {
 /// The expression metainit adds to exempt namespace `ns`.
 pub fn exemption(ns: &str) -> Value {
     json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [ns]})
+}
+
+/// A configuration's record of what metainit added (its annotation), as text: empty if none.
+pub fn record_text(config: &Value) -> String {
+    config["metadata"]["annotations"][ANNOTATION]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A configuration's record of what metainit added, parsed: fails the test if there is none
+/// or it is not JSON.
+pub fn record(config: &Value) -> Value {
+    let text = record_text(config);
+    assert!(
+        !text.is_empty(),
+        "no record on {}",
+        config["metadata"]["name"]
+    );
+    serde_json::from_str(&text).expect("the record is JSON")
 }
 
 /// `entry` (a webhook) with `ns` exempted as metainit exempts it: its namespaceSelector's
