@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job, on a local demo: a deadlocked initializer pod whose create blocks, and
 # metainit breaking the deadlock; then the same with a scheduling gate; then with an
-# admission webhook that intercepts its own pods (`--webhooks`). Runs against the
+# admission webhook that intercepts its own pods (`--webhooks`: what metainit reads and
+# writes; the double calls no webhook). Runs against the
 # bundled kube-apiserver double with kubectl; needs cargo, kubectl and python3.
 #
 #   bash scripts/demo.sh           # this one, on the double
@@ -145,8 +146,12 @@ echo "the scheduler bound it to $node:"
 kubectl get pods -o wide | sed 's/^/  /'
 heading "The same 1.33 double: a validating webhook that intercepts its own pods, and its pods are gone"
 # The webhook fails closed on every pod creation; its service has one endpoint, not ready
-# (its pod is gone). Its own replacement pod cannot be created: the deadlock of the
-# admission-webhook era. The configuration carries the label key: metainit may act on it.
+# (its pod is gone): on a real API server its own replacement pod cannot be created, the
+# deadlock of the admission-webhook era. The double stores the configuration but calls no
+# webhook (it models Kubernetes 1.13 and faults: the refusal itself is played on a real API
+# server by `bash scripts/demo.sh --node` and tests/cluster_webhooks_daemon.rs), so what is
+# shown here is what metainit reads and writes. The configuration carries the label key:
+# metainit may act on it.
 kubectl apply -f - >/dev/null <<'YAML'
 apiVersion: v1
 kind: Namespace
@@ -222,17 +227,11 @@ webhooks:
   sideEffects: None
   admissionReviewVersions: ["v1"]
 YAML
-run_pod() { # namespace, name: creates a pod, prints what the API server said
-  kubectl run "$2" -n "$1" --image=registry.example/app:1 --restart=Never 2>&1 | sed 's/^/  /'
-  return "${PIPESTATUS[0]}"
-}
 # What a wait below (up to 30 s, scripts/lib/wait.sh) says when it fails the demo: metainit's log.
 webhooks_log() { echo "$1 did not happen within $2 s; metainit's log:" >&2; cat "$work/webhooks.log" >&2; }
 selector() { kubectl get validatingwebhookconfiguration policy-webhook -o jsonpath='{.webhooks[0].namespaceSelector}'; }
 before=$(selector)
 echo "the webhook's namespaceSelector, as the API server defaulted it: $before"
-echo "the webhook's own pod, in namespace policy:"
-if run_pod policy policy-controller-0; then echo "admitted: the webhook should have refused it" >&2; exit 1; fi
 
 heading "metainit status --risks --webhooks: the forecast, before anything is stuck"
 # Exit 3: a finding. The webhook fails closed on its own pods (self-interception); its
@@ -250,13 +249,17 @@ heading "metainit --webhooks --webhook-grace 2s"
 "$bin/metainit" --webhooks --webhook-grace 2s --admin-addr 127.0.0.1:0 2>"$work/webhooks.log" &
 metainit=$!
 pids+=("$metainit")
-wait_for --every 0.1 --late webhooks_log "the exemption" 30 \
-  kubectl run policy-controller-0 -n policy --image=registry.example/policy:1 --restart=Never || exit 1
-echo "after 2 s without a ready endpoint, the webhook's own namespace is exempted, and only it:"
+# Exempted, and only it: one expression added, `kubernetes.io/metadata.name NotIn [policy]`.
+exempted() {
+  local now
+  now=$(selector)
+  [[ $now != "$before" && $now == *'"kubernetes.io/metadata.name"'* && $now == *'"NotIn"'* &&
+    $now == *'["policy"]'* ]]
+}
+wait_for --every 0.1 --late webhooks_log "the exemption" 30 exempted || exit 1
+echo "after 2 s without a ready endpoint, the webhook's own namespace is exempted, and only it"
+echo "(its pods can be created; every other namespace still fails closed):"
 echo "  namespaceSelector: $(selector)"
-echo "  pod policy/policy-controller-0 created: $(kubectl get pod policy-controller-0 -n policy -o jsonpath='{.metadata.name}')"
-echo "every other namespace still fails closed; in default:"
-if run_pod default web-0; then echo "admitted: the webhook should still refuse default" >&2; exit 1; fi
 "$bin/metainit" status --webhooks | sed 's/^/  /'
 echo "the forecast now (the webhook's own namespace exempted): its pods can start; what the"
 echo "webhook, still down, blocks meanwhile (every other namespace) is the one finding left:"
@@ -276,8 +279,6 @@ kubectl patch endpointslice policy-webhook-1 -n policy --type=json \
 restored() { [ "$(selector)" = "$before" ]; }
 wait_for --every 0.1 --late webhooks_log "the restore" 30 restored || exit 1
 echo "after 2 s with a ready endpoint, the selector is what it was: $(selector)"
-echo "and the webhook intercepts namespace policy again (its endpoint is ready, so it admits):"
-run_pod policy policy-controller-1
 grep -E "exempted the webhook's own namespace|restored the webhook's namespace selector" "$work/webhooks.log" |
   sed 's/^/  metainit: /'
 echo "Events on the configuration:"
