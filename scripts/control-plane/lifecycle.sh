@@ -57,13 +57,18 @@ make_dir() {
   echo "$1" >"$dir/apiservers"
 }
 
-# Every request's user, verb and URI, no bodies: the tests count metainit's requests.
+# Every request's user, verb and URI: the tests count metainit's requests. Bodies only of
+# the PATCHes of pods (small JSON patches), for the tests that assert what a patch tests
+# before it removes a gate (tests/cluster_gates.rs, tests/cluster_orphaned.rs).
 audit_policy() {
   cat >"$dir/audit-policy.yaml" <<'EOF'
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
+- level: Request
+  verbs: [patch]
+  resources: [{group: "", resources: [pods]}]
 - level: Metadata
 EOF
 }

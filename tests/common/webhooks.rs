@@ -1,19 +1,14 @@
 //! The webhook deadlock on the shared real control plane, for the tests of `--webhooks`
-//! (tests/cluster_webhooks_*.rs). Each test is a scene no other test sees: a label key of
-//! its own (metainit runs with `--label-key`), namespaces and configuration names of its
-//! own, and a ServiceAccount of its own that metainit runs as, so that the audit log's
-//! entries for that user are this test's metainit's and no one else's. Every webhook's
-//! namespaceSelector is limited to namespaces of the scene, so no other test's pod is ever
-//! sent to it. Endpoints are 192.0.2.10 (TEST-NET-1), and no pod is created in a namespace
-//! whose webhook has a ready endpoint: the API server dials nothing (`check_network`).
+//! (tests/cluster_webhooks_*.rs): the webhook configurations, Services and EndpointSlices
+//! of a scene (tests/common/scene.rs: a label key, namespaces, configuration names and a
+//! ServiceAccount of the test's own, so that the audit log's entries for that user are
+//! this test's metainit's and no one else's). Every webhook's namespaceSelector is limited
+//! to namespaces of the scene, so no other test's pod is ever sent to it. Endpoints are
+//! 192.0.2.10 (TEST-NET-1), and no pod is created in a namespace whose webhook has a ready
+//! endpoint: the API server dials nothing (`check_network`).
 
 use std::{
-    collections::HashMap,
-    path::PathBuf,
-    sync::{
-        OnceLock,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::atomic::{AtomicUsize, Ordering},
     time::{Duration, SystemTime},
 };
 
@@ -21,10 +16,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
+pub use super::scene::{Rights, Scene, received};
 use super::{
     Metainit,
-    control_plane::{ControlPlane, WAIT, until},
-    pod, run_to_end,
+    control_plane::{WAIT, until},
+    pod,
 };
 
 pub const ANNOTATION: &str = "k8s.opsani.io/metainit-exempted";
@@ -59,140 +55,7 @@ impl Kind {
     }
 }
 
-/// What the scene's ServiceAccount may do.
-pub enum Rights {
-    /// The ClusterRoles of manifests/rbac.yaml and manifests/rbac-webhooks.yaml, as read
-    /// from the files.
-    Files,
-    /// manifests/rbac.yaml's only.
-    RbacOnly,
-    /// A ClusterRole of the test's own with these rules.
-    Rules(Value),
-}
-
-/// The ClusterRoles of the shipped manifests (their bindings name the user `metainit`,
-/// which other tests rely on having only rbac.yaml's rights: not applied), once a process.
-fn shipped_roles(cp: &ControlPlane) {
-    static APPLIED: OnceLock<()> = OnceLock::new();
-    APPLIED.get_or_init(|| {
-        for file in ["manifests/rbac.yaml", "manifests/rbac-webhooks.yaml"] {
-            let path = format!("{}/{file}", env!("CARGO_MANIFEST_DIR"));
-            let text = std::fs::read_to_string(&path).expect("manifest");
-            let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("yaml");
-            for role in docs.iter().filter(|d| d["kind"] == "ClusterRole") {
-                let body = role.to_string();
-                let (ok, out) = cp.kubectl_in(&["apply", "-f", "-"], Some(&body));
-                assert!(ok, "{file}: {out}");
-            }
-        }
-    });
-}
-
-pub struct Scene {
-    pub cp: &'static ControlPlane,
-    /// The label key of this scene's configurations: `--label-key`.
-    pub key: String,
-    /// The ServiceAccount metainit runs as, as the audit log names it.
-    pub user: String,
-    /// A kubeconfig for it (a TokenRequest token).
-    pub kubeconfig: PathBuf,
-    /// `PID-N`: what makes the scene's cluster-wide names its own.
-    id: String,
-    namespaces: HashMap<String, String>,
-    /// The first namespace, the ServiceAccount's.
-    home: String,
-    admin: kube::Client,
-    _dir: tempfile::TempDir,
-}
-
 impl Scene {
-    /// A scene with namespaces named after `namespaces` (the first holds the
-    /// ServiceAccount) and a ServiceAccount with `rights`.
-    pub async fn new(namespaces: &[&str], rights: Rights) -> Scene {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let cp = ControlPlane::shared().with_rbac();
-        shipped_roles(cp);
-        let id = format!(
-            "{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let home = cp.namespace(namespaces.first().expect("a namespace"));
-        let namespaces: HashMap<String, String> = namespaces
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                (
-                    s.to_string(),
-                    if i == 0 {
-                        home.clone()
-                    } else {
-                        cp.namespace(s)
-                    },
-                )
-            })
-            .collect();
-        cp.kubectl_ok(&["create", "serviceaccount", "metainit", "-n", &home]);
-        let dir = tempfile::tempdir().expect("tempdir");
-        let kubeconfig = cp.service_account_kubeconfig(dir.path(), &home, "metainit");
-        let scene = Scene {
-            cp,
-            key: format!("t{id}.example.com/metainit"),
-            user: format!("system:serviceaccount:{home}:metainit"),
-            kubeconfig,
-            id,
-            namespaces,
-            home,
-            admin: cp.client().await,
-            _dir: dir,
-        };
-        match rights {
-            Rights::Files => {
-                scene.bind("metainit");
-                scene.bind("metainit-webhooks");
-            }
-            Rights::RbacOnly => scene.bind("metainit"),
-            Rights::Rules(rules) => {
-                let role = format!("metainit-{}", scene.id);
-                scene.apply(&json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                    "metadata": {"name": role}, "rules": rules,
-                }));
-                scene.bind(&role);
-            }
-        }
-        scene
-    }
-
-    /// Grants the ClusterRole `role` to the scene's ServiceAccount.
-    pub fn bind(&self, role: &str) {
-        self.apply(&json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": format!("{role}-{}", self.id)},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"kind": "ServiceAccount", "name": "metainit", "namespace": self.home}],
-        }));
-    }
-
-    fn apply(&self, obj: &Value) {
-        let (ok, out) = self
-            .cp
-            .kubectl_in(&["apply", "-f", "-"], Some(&obj.to_string()));
-        assert!(ok, "applying {obj}: {out}");
-    }
-
-    /// The namespace named after `short`.
-    pub fn ns(&self, short: &str) -> &str {
-        self.namespaces
-            .get(short)
-            .unwrap_or_else(|| panic!("no namespace {short} in the scene"))
-    }
-
-    /// The cluster-wide name of the scene's configuration `short`.
-    pub fn name(&self, short: &str) -> String {
-        format!("{short}-{}", self.id)
-    }
-
     /// The Service `svc` in namespace `ns` (short) and its one EndpointSlice `SVC-abc`, of
     /// one endpoint, ready or not.
     pub fn serve(&self, ns: &str, svc: &str, ready: bool) {
@@ -330,14 +193,6 @@ impl Scene {
         self.get(Kind::Validating, short).await["webhooks"][0].clone()
     }
 
-    async fn send(&self, req: http::Request<Vec<u8>>) -> Result<Value, (u16, String)> {
-        match self.admin.request::<Value>(req).await {
-            Ok(v) => Ok(v),
-            Err(kube::Error::Api(s)) => Err((s.code, s.message)),
-            Err(e) => panic!("the API server: {e}"),
-        }
-    }
-
     /// Creates pod `name` in `ns` (short) as a controller would: `Err` with the server's
     /// code and message when admission refuses it.
     pub async fn create_pod(&self, ns: &str, name: &str) -> Result<(), (u16, String)> {
@@ -377,60 +232,6 @@ impl Scene {
             "Internal error occurred: failed calling webhook \"{hook}\": failed to call webhook: Post \"https://{svc}.{}.svc:443/validate?timeout=10s\": no endpoints available for service \"{svc}\"",
             self.ns(ns)
         )
-    }
-
-    /// metainit as the scene's ServiceAccount, for the scene's label key, clearing pods in
-    /// the scene's first namespace only, with `args`.
-    pub fn metainit(&self, args: &[&str]) -> Metainit {
-        let mut all = vec!["--label-key", &self.key, "--namespace", &self.home];
-        all.extend_from_slice(args);
-        self.cp.metainit(&self.kubeconfig, &all)
-    }
-
-    /// `metainit ARGS` (a subcommand first, if any) run to its end as the scene's
-    /// ServiceAccount and label key: exit code, stdout, stderr.
-    pub async fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let kubeconfig = self.kubeconfig.display().to_string();
-        let mut all: Vec<&str> = Vec::new();
-        let rest = match args.first() {
-            Some(&"status") => {
-                all.push("status");
-                &args[1..]
-            }
-            _ => args,
-        };
-        all.extend(["--kubeconfig", &kubeconfig, "--label-key", &self.key]);
-        all.extend(["--namespace", &self.home]);
-        all.extend_from_slice(rest);
-        run_to_end(&all, WAIT).await
-    }
-
-    /// The audit log's entries for the scene's ServiceAccount, once each request is
-    /// answered.
-    pub fn requests(&self) -> Vec<Value> {
-        self.cp
-            .audit(&self.user)
-            .into_iter()
-            .filter(|e| e["stage"] == "ResponseComplete")
-            .collect()
-    }
-
-    /// The requests that wrote something (any verb but get, list and watch), Events
-    /// aside, as `VERB URI CODE`.
-    pub fn writes(&self) -> Vec<String> {
-        self.requests()
-            .iter()
-            .filter(|e| !matches!(e["verb"].as_str(), Some("get" | "list" | "watch")))
-            .filter(|e| e["objectRef"]["resource"] != "events")
-            .map(|e| {
-                format!(
-                    "{} {} {}",
-                    e["verb"].as_str().unwrap_or(""),
-                    e["requestURI"].as_str().unwrap_or(""),
-                    e["responseStatus"]["code"]
-                )
-            })
-            .collect()
     }
 
     /// When each accepted PATCH of the configuration `short` of `kind` was received, in
@@ -480,21 +281,6 @@ impl Scene {
             .collect()
     }
 
-    /// Asserts that the API server dialled nothing off loopback.
-    pub fn check_network(&self) {
-        if let Err(dials) = self.cp.check_network() {
-            panic!("the API server dialled off loopback: {dials}");
-        }
-    }
-}
-
-/// When the API server received the request of an audit entry.
-pub fn received(entry: &Value) -> SystemTime {
-    let at = entry["requestReceivedTimestamp"]
-        .as_str()
-        .expect("requestReceivedTimestamp");
-    let at: k8s_openapi::jiff::Timestamp = at.parse().expect("a timestamp");
-    SystemTime::from(at)
 }
 
 /// The expression metainit adds to exempt namespace `ns`.
@@ -634,15 +420,5 @@ impl Scene {
                 .then_some(())
         })
         .await;
-    }
-}
-
-impl Scene {
-    /// A pod labelled with the scene's key, gated by `gate`: one this scene's metainit
-    /// clears.
-    pub fn gated_pod(&self, name: &str, gate: &str) -> Value {
-        let mut p = super::gated_pod(name, false, &[gate]);
-        p["metadata"]["labels"][&self.key] = json!("true");
-        p
     }
 }
