@@ -312,3 +312,14 @@ async fn three_replicas_clear_100_pods_quietly() {
         assert!(r.stop().await.success());
     }
 }
+
+/// `--mode auto` (the default) picks initializers on a 1.13 server (scheduling gates on a
+/// modern one: tests/cluster_gates.rs).
+#[tokio::test]
+async fn auto_picks_initializers_on_kubernetes_1_13() {
+    let bed = Bed::legacy(&[]).await;
+    let mut m = bed.metainit(&["--once"]);
+    assert_eq!(m.wait(WAIT).await.code(), Some(0), "{:#?}", m.log());
+    m.logged("the mode", |l| l.contains("mode=initializers"))
+        .await;
+}

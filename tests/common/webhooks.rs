@@ -16,6 +16,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
+// The tests of `--webhooks` name the scene from here.
+#[allow(unused_imports)]
 pub use super::scene::{Rights, Scene, received};
 use super::{
     Metainit,
@@ -280,7 +282,6 @@ impl Scene {
             .filter_map(|e| e["reason"].as_str().map(str::to_string))
             .collect()
     }
-
 }
 
 /// The expression metainit adds to exempt namespace `ns`.
