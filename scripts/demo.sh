@@ -106,11 +106,13 @@ else
 fi
 
 heading "Kubernetes 1.33 double: a pod held by a scheduling gate whose controller is down"
-# --scheduler: the double's stand-in for kube-scheduler binds pods with no gates left to
-# node-1. Without a scheduler the pod would stay Pending and kubectl would keep printing
-# SchedulingGated after the gate goes: the API server sets that condition only at create.
-# The workload kinds too: `status --risks` reads their pod templates.
-start_double modern --scheduler node-1 --resource deployments.apps --resource statefulsets.apps \
+# The double runs no scheduler: once the gate is gone, the demo binds the pod itself as
+# kube-scheduler does (POST pods/NAME/binding, which the API server refuses while a gate
+# is left). Without a binding kubectl would keep printing SchedulingGated after the gate
+# goes: the API server sets that condition only at create (tests/cluster_gates.rs shows
+# the real kube-scheduler binding it). The workload kinds too: `status --risks` reads
+# their pod templates.
+start_double modern --resource deployments.apps --resource statefulsets.apps \
   --resource daemonsets.apps --resource replicasets.apps --resource jobs.batch
 export KUBECONFIG=$work/modern.kubeconfig
 kubectl create -f - <<'YAML'
@@ -135,14 +137,14 @@ heading "metainit --once"
 gates=$(kubectl get pod kueue-controller-manager-0 -o jsonpath='{.spec.schedulingGates}')
 echo "gates now: ${gates:-none}"
 if [ -n "$gates" ]; then echo "the gate is still there" >&2; exit 1; fi
-node=
-for _ in $(seq 50); do
-  node=$(kubectl get pod kueue-controller-manager-0 -o jsonpath='{.spec.nodeName}')
-  [ -n "$node" ] && break
-  sleep 0.1
-done
-if [ -z "$node" ]; then echo "the scheduler did not bind it within 5 s" >&2; exit 1; fi
-echo "the scheduler bound it to $node:"
+# kube-scheduler's binding, as it POSTs it.
+if ! kubectl create --raw /api/v1/namespaces/default/pods/kueue-controller-manager-0/binding -f - >/dev/null <<'JSON'
+{"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "kueue-controller-manager-0"}, "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}}
+JSON
+then echo "the binding was refused" >&2; exit 1; fi
+node=$(kubectl get pod kueue-controller-manager-0 -o jsonpath='{.spec.nodeName}')
+if [ "$node" != node-1 ]; then echo "not bound: node '$node'" >&2; exit 1; fi
+echo "bound, as kube-scheduler binds it, to $node:"
 kubectl get pods -o wide | sed 's/^/  /'
 heading "The same 1.33 double: a validating webhook that intercepts its own pods, and its pods are gone"
 # The webhook fails closed on every pod creation; its service has one endpoint, not ready

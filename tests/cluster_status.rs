@@ -693,7 +693,7 @@ async fn webhooks_forbidden_exits_2_naming_the_manifest() {
             until(&want, WAIT, || async {
                 let (code, out, err) = s.run(&["status", "--webhooks"]).await;
                 assert!(code == 2 || code == 0, "{out}\n{err}");
-                (code == 2 && err.contains(&want)).then(|| (out, err))
+                (code == 2 && err.contains(&want)).then_some((out, err))
             })
             .await
         }

@@ -280,7 +280,7 @@ bash "$HERE/../../scripts/control-plane.sh" up --owner $$ >"$TMP/real.env" || ex
 source "$TMP/real.env"
 REAL_DIR=$METAINIT_CONTROL_PLANE
 KC=$CONTROL_PLANE_ADMIN
-# As on the double (whose stand-in scheduler is off): nothing binds the pods, so a cleared
+# As on the double (which runs no scheduler): nothing binds the pods, so a cleared
 # pod keeps its SchedulingGated condition and a delete is immediate (a bound pod would wait
 # for a kubelet that does not exist).
 bash "$HERE/../../scripts/control-plane.sh" stop kube-scheduler "$REAL_DIR"

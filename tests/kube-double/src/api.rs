@@ -757,8 +757,8 @@ fn patch_sets_rv(kind: PatchType, body: &[u8]) -> bool {
     }
 }
 
-/// The binding subresource (`POST pods/NAME/binding`, also what the stand-in scheduler
-/// does): `BindingREST.assignPod` (`pkg/registry/core/pod/storage/storage.go`, 1.13.12
+/// The binding subresource (`POST pods/NAME/binding`, what kube-scheduler does; the
+/// double runs no scheduler): `BindingREST.assignPod` (`pkg/registry/core/pod/storage/storage.go`, 1.13.12
 /// and 1.33.4) sets `spec.nodeName` and `PodScheduled=True` in one storage update, no
 /// strategy involved; a refusal (terminating, already bound, still gated) is
 /// `errors.NewConflict(pods/binding, name, err)`.

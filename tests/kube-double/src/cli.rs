@@ -49,11 +49,6 @@ pub struct Cli {
     /// Seed of the fault generator.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Run a stand-in scheduler that binds every pod with no scheduling gates left (and,
-    /// on legacy, initialized) to this node, as kube-scheduler would (off by default:
-    /// pods stay Pending and unbound).
-    #[arg(long, value_name = "NODE")]
-    pub scheduler: Option<String>,
     /// Report this Kubernetes version (`1.23`) at /version instead of the generation's;
     /// the APIs stay the generation's (modern: a 1.21 to 1.25 server for `--webhooks`).
     #[arg(long, value_name = "MAJOR.MINOR", value_parser = parse_version)]
@@ -190,7 +185,6 @@ impl Cli {
             },
             seed: self.seed,
             down_at_start: self.down_at_start,
-            scheduler: self.scheduler.clone(),
             report_version: self.report_version,
         }
     }

@@ -426,10 +426,6 @@ pub struct Config {
     pub faults: Faults,
     pub seed: u64,
     pub down_at_start: Option<Duration>,
-    /// A stand-in scheduler binding pods with no gates left (legacy: initialized pods)
-    /// to this node, as kube-scheduler would; `None` (the default): nothing schedules.
-    /// `Double::set_scheduler` changes it at run time.
-    pub scheduler: Option<String>,
     /// `/version` reports this `(major, minor)` instead of the generation's 1.13 or 1.33;
     /// the APIs served stay the generation's. For the modern generation, a 1.21 to 1.25
     /// server as clients see it: the webhook configurations and EndpointSlice v1 that those
@@ -451,7 +447,6 @@ impl Config {
             faults: Faults::default(),
             seed: 0,
             down_at_start: None,
-            scheduler: None,
             report_version: None,
         }
     }

@@ -17,7 +17,6 @@ pub mod patch;
 pub mod pods;
 pub mod resources;
 pub mod routes;
-pub mod scheduler;
 pub mod selectors;
 pub mod server;
 pub mod services;
@@ -77,7 +76,6 @@ impl Double {
         let addr = listener.local_addr()?;
         let down = config.down_at_start;
         let shared = Arc::new(state::Shared::new(config, addr));
-        scheduler::spawn(shared.clone());
         let server = Server::new(shared);
         match down {
             Some(d) if !d.is_zero() => {
@@ -303,12 +301,6 @@ impl Double {
     /// no longer in the table gets 401, a permission removed the RBAC-style 403.
     pub fn set_tokens(&self, tokens: Option<HashMap<String, Vec<String>>>) {
         self.shared().set_tokens(tokens);
-    }
-
-    /// Switches the stand-in scheduler on (binding every pod with no gates left, and on
-    /// legacy initialized, to `node`) or off (`None`), as `Config::scheduler`.
-    pub fn set_scheduler(&self, node: Option<&str>) {
-        self.shared().set_scheduler(node.map(str::to_string));
     }
 
     /// The token table now in force.

@@ -1,6 +1,6 @@
 // Kubernetes 1.33 pod scheduling gates: create validation and the SchedulingGated
 // condition on create, only-deletion validation on update, and the binding that a
-// scheduler (the optional stand-in, or a client POSTing `pods/NAME/binding`) performs.
+// scheduler performs (a client POSTing `pods/NAME/binding`: the double runs none).
 //
 // Without a scheduler the condition stays after the last gate goes, as on a real
 // server: kubectl keeps printing `SchedulingGated` until something binds the pod.

@@ -37,10 +37,6 @@ pub struct Shared {
     arrived: Mutex<std::collections::HashMap<String, usize>>,
     /// Snapshots taken over `POST /_double/snapshot`, by id (index).
     snapshots: Mutex<Vec<Snapshot>>,
-    /// The stand-in scheduler's node (`Config::scheduler`, changeable at run time).
-    scheduler: Mutex<Option<String>>,
-    /// Wakes the stand-in scheduler when it is switched on.
-    pub scheduler_changed: tokio::sync::Notify,
 }
 
 fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -58,20 +54,9 @@ impl Shared {
             requests: Mutex::new(Vec::new()),
             arrived: Mutex::new(std::collections::HashMap::new()),
             snapshots: Mutex::new(Vec::new()),
-            scheduler: Mutex::new(config.scheduler.clone()),
-            scheduler_changed: tokio::sync::Notify::new(),
             addr,
             config,
         }
-    }
-
-    pub fn scheduler(&self) -> Option<String> {
-        relock(&self.scheduler).clone()
-    }
-
-    pub fn set_scheduler(&self, node: Option<String>) {
-        *relock(&self.scheduler) = node;
-        self.scheduler_changed.notify_one();
     }
 
     pub fn faults(&self) -> Faults {

@@ -1,6 +1,5 @@
 // Modern (1.33) scheduling gates: condition at create, only deletion afterwards, the
-// condition kept after clearing, create validation, binding and the stand-in scheduler,
-// and back-dated creation (`Double::create_created_at`).
+// condition kept after clearing, create validation, binding, and back-dated creation (`Double::create_created_at`).
 
 mod common;
 
@@ -242,54 +241,6 @@ async fn binding_a_gated_pod_conflicts_then_binds_once_clear() {
         r.json()["message"],
         "Operation cannot be fulfilled on pods/binding \"g\": pod g is already assigned to node \"node-1\""
     );
-}
-
-/// The stand-in scheduler (off by default): binds a pod once its last gate goes, as
-/// kube-scheduler would; pods that are still gated, or with another schedulerName, stay.
-#[tokio::test]
-async fn stand_in_scheduler_binds_pods_with_no_gates_left() {
-    let mut cfg = Config::modern();
-    cfg.scheduler = Some("node-1".into());
-    let d = Double::start(cfg).await.unwrap();
-    let c = Client::new(&d.url());
-    c.post(PODS, gated("g", &["a"])).await;
-    let mut other = pod("other");
-    other["spec"]["schedulerName"] = json!("someone-else");
-    c.post(PODS, other).await;
-    c.post(PODS, pod("free")).await;
-    let bound = |d: &Double, n: &str| {
-        d.get("pods", "default", n)
-            .and_then(|p| p["spec"]["nodeName"].as_str().map(String::from))
-    };
-    common::eventually(|| bound(&d, "free").is_some()).await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert_eq!(bound(&d, "g"), None);
-    assert_eq!(bound(&d, "other"), None);
-    c.json_patch(
-        &format!("{PODS}/g"),
-        json!([{"op": "remove", "path": "/spec/schedulingGates"}]),
-    )
-    .await;
-    common::eventually(|| bound(&d, "g").is_some()).await;
-    let p = d.get("pods", "default", "g").unwrap();
-    assert_eq!(p["spec"]["nodeName"], "node-1");
-    assert_eq!(p["status"]["conditions"][0]["status"], "True");
-    let t = c
-        .get_accept(
-            &format!("{PODS}/g"),
-            "application/json;as=Table;v=v1;g=meta.k8s.io",
-        )
-        .await
-        .json();
-    assert_eq!(t["rows"][0]["cells"][2], "Pending");
-
-    // Off by default; switched on at run time.
-    let (d2, c2) = start().await;
-    c2.post(PODS, pod("p")).await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert_eq!(bound(&d2, "p"), None);
-    d2.set_scheduler(Some("node-2"));
-    common::eventually(|| bound(&d2, "p").as_deref() == Some("node-2")).await;
 }
 
 #[tokio::test]
