@@ -262,6 +262,15 @@ async fn three_replicas_clear_100_pods_quietly() {
         assert!(r.problems().is_empty(), "{:#?}", r.problems());
         assert!(r.stop().await.success());
     }
+    // Gone at once (no kubelet confirms a graceful deletion): the two nodes hold 220 pods,
+    // and the suite's other tests need kube-scheduler to find room.
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    pods.delete_collection(&now, &Default::default())
+        .await
+        .expect("the 100 pods deleted");
 }
 
 #[tokio::test]
