@@ -203,11 +203,14 @@ async fn chaos_2000_orphaned_pods_under_20_percent_errors() {
             .get("pods", NS[i % 2], &format!("orphan-{i}"))
             .is_some_and(|p| gates(&p) == [KEEP])
     };
-    // 2,000 slots at 10 ms, a quarter more for the failed attempts: about 25 s.
-    eventually(
+    // 2,000 slots at 10 ms, a quarter more for the failed attempts: about 25 s here (31 s
+    // with a build beside it). The bound is only where the test gives up: CI runs the node's
+    // builds beside this tier.
+    eventually_each(
         "every orphaned gate released",
-        Duration::from_secs(120),
-        || (0..ORPHANED).all(released),
+        Duration::from_secs(240),
+        0..ORPHANED,
+        |&i| released(i),
     )
     .await;
     bed.double.set_faults(kube_double::Faults::default());
