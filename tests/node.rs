@@ -270,28 +270,40 @@ fn never_restarted(node: &Node, boot: &Value) {
 #[ignore = "the node tier: root, containerd and a Go-built kubelet (bash scripts/test.sh runs it)"]
 fn a_control_plane_node_boots_with_metainit_and_breaks_an_installers_deadlock() {
     let node = Node::up();
-    let boot = the_boot(&node);
-    a_labelled_gated_pod_cleared(&node);
-    docs::run(&node, "static-pod-check", None);
-    docs::run(&node, "readme-check", None);
-    limits::as_shipped(&node);
-    never_restarted(&node, &boot);
-    the_deadlock(&node);
-    kubeadm::around_the_static_pod(&node);
-    let mut registry = registry::Registry::start(&node);
-    let pushed = registry.release(&node);
-    static_pod::the_static_pod_from_it(&node, &registry, &pushed);
+    let boot = timed("the boot", || the_boot(&node));
+    timed("a labelled gated pod", || {
+        a_labelled_gated_pod_cleared(&node)
+    });
+    timed("the static pod page's check", || {
+        docs::run(&node, "static-pod-check", None)
+    });
+    timed("the README's check", || {
+        docs::run(&node, "readme-check", None)
+    });
+    timed("the limits as shipped", || limits::as_shipped(&node));
+    timed("never restarted", || never_restarted(&node, &boot));
+    timed("the deadlock", || the_deadlock(&node));
+    timed("kubeadm around the static pod", || {
+        kubeadm::around_the_static_pod(&node)
+    });
+    let mut registry = timed("the registry", || registry::Registry::start(&node));
+    let pushed = timed("the release", || registry.release(&node));
+    timed("the static pod from the release", || {
+        static_pod::the_static_pod_from_it(&node, &registry, &pushed)
+    });
     // The other two forms, with the static pod out of the way.
     park(&node);
-    forms::the_deployment_form(&node, &pushed);
-    forms::the_helm_chart(&node, &pushed);
-    guides::the_guides(&node);
+    timed("the Deployment form", || {
+        forms::the_deployment_form(&node, &pushed)
+    });
+    timed("the Helm chart", || forms::the_helm_chart(&node, &pushed));
+    timed("the guides", || guides::the_guides(&node));
     unpark(&node);
     drop(registry);
     until("metainit's mirror pod Running and ready", WAIT, || {
         node.metainit().filter(running_and_ready)
     });
-    restart::a_node_restart(&node);
+    timed("a node restart", || restart::a_node_restart(&node));
     // The network rule: the kubelet, containerd and every container dialled nothing else.
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/node.sh");
     let status = Command::new("bash")
@@ -303,4 +315,12 @@ fn a_control_plane_node_boots_with_metainit_and_breaks_an_installers_deadlock() 
         status.success(),
         "something on the node dialled outside 127.0.0.0/8"
     );
+}
+
+/// STEP of the story run, and how long it took said (CI's log: where the tier's time goes).
+fn timed<T>(step: &str, run: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let out = run();
+    eprintln!("node story: {step} in {:.0?}", start.elapsed());
+    out
 }
