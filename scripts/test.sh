@@ -17,17 +17,17 @@ step() {
 source scripts/lib/tiers.sh
 log_init test.sh
 
-# What the suite leaves behind, on any exit: the node tier's builds if still running, the
-# control plane once it is up.
+# What the suite leaves behind, on any exit: the Go builds if still running, the control
+# plane once it is up.
 control_plane=
 cleanup() {
-    node_builds_stop
+    go_builds_stop
     if [[ -n $control_plane ]]; then
         bash scripts/control-plane.sh down "$control_plane"
     fi
 }
 trap cleanup EXIT
-node_builds_start
+go_builds_start
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
@@ -74,15 +74,6 @@ bash scripts/check-deny.sh
 step "scripts/check-manifests.sh $target_dir/debug/metainit"
 bash scripts/check-manifests.sh "$target_dir/debug/metainit"
 
-step "scripts/check-chart.sh $target_dir/debug/metainit (the Helm chart; helm from scripts/helm.sh)"
-# The same helm for tests/cluster_helm.rs, which installs the chart on the control plane.
-METAINIT_HELM=$(bash scripts/helm.sh path)
-export METAINIT_HELM
-bash scripts/check-chart.sh "$target_dir/debug/metainit"
-
-step "tests/clients/check.sh (kubectl and the Python kubernetes package against the double and the real server)"
-bash tests/clients/check.sh
-
 step "scripts/demo.sh (the main job, end to end with kubectl; fails if a step does not happen)"
 bash scripts/demo.sh
 
@@ -91,6 +82,19 @@ bash scripts/image-check.sh
 
 step "cargo test --workspace (the fast tier: unit tests, the double, the scripts; no Go, no root)"
 cargo test --workspace
+
+# The steps that need the Go builds, after the fast tier: meanwhile the builds had its
+# waits (cold, the control plane's and helm's took 7 minutes of .ci/run before the suite).
+go_built helm
+step "scripts/check-chart.sh $target_dir/debug/metainit (the Helm chart; helm from scripts/helm.sh)"
+# The same helm for tests/cluster_helm.rs, which installs the chart on the control plane.
+METAINIT_HELM=$(bash scripts/helm.sh path)
+export METAINIT_HELM
+bash scripts/check-chart.sh "$target_dir/debug/metainit"
+
+go_built control-plane
+step "tests/clients/check.sh (kubectl and the Python kubernetes package against the double and the real server)"
+bash tests/clients/check.sh
 
 step "scripts/control-plane.sh up (etcd, kube-apiserver, kube-scheduler for the real tier)"
 # `up`'s reason is on stderr; a failed `up` stops the suite here, not in the first test.
@@ -103,11 +107,11 @@ control_plane=$METAINIT_CONTROL_PLANE
 
 run_tier real "the real control plane, built from k8s.io/kubernetes"
 if ! tier_skipped node; then
-    node_built node
+    go_built node
     # Kueue's build goes on meanwhile: only tests/node_kueue.rs needs it.
     run_tier node "a real node: containerd, runc, the kubelet; as root" \
         developer_node node node_webhook
-    node_built kueue
+    go_built kueue
     run_tier node "Kueue on the real node"
 else
     run_tier node "a real node: containerd, runc, the kubelet; as root"

@@ -2,7 +2,7 @@
 # The test tiers scripts/test.sh runs (docs/src/developers/tests.md): the fast one is a plain
 # `cargo test --workspace`; the real and node tiers' tests are #[ignore]d there with "the TIER
 # tier" in the reason, and run here by that name. METAINIT_SKIP=real,node skips a tier, saying
-# so: nothing is left out quietly. And the node tier's Go builds, in the background.
+# so: nothing is left out quietly. And the suite's Go builds, in the background.
 # Sourced by scripts/test.sh, which defines `step`.
 # shellcheck source=scripts/lib/wait.sh
 . "$(dirname "${BASH_SOURCE[0]}")/wait.sh"
@@ -37,45 +37,49 @@ run_tier() {
   cargo test "${binaries[@]}" -- --ignored
 }
 
-# The node tier's Go builds: scripts/node.sh build, then scripts/kueue.sh build (seconds when
-# cached, about 20 minutes of two cores when not), in the background at the lowest priority
-# from the suite's start, so that they take the cores the steps before leave idle (the waits of
-# the faults and of the real server's tests). Each writes its exit status to a file of
-# $node_builds (NAME.rc) and its output beside it (NAME.log).
-node_builds=
-node_builds_pid=
+# The suite's Go builds, one after another in the background at the lowest priority from the
+# suite's start, so that they take the cores the steps before leave idle (the waits of the
+# faults and of the double's tests): the control plane (scripts/control-plane.sh build, its
+# newest minor or $METAINIT_KUBERNETES) and helm (scripts/helm.sh build), which the chart's
+# checks, the clients' check and the real tier need; then, unless the node tier is skipped, the
+# node's (scripts/node.sh build) and Kueue's (scripts/kueue.sh build). Seconds each when cached;
+# with an empty Go build cache on 2 shared cores 317 s, 102 s, 805 s and 274 s (2026-12-02). Each
+# writes its exit status to a file of $go_builds (NAME.rc) and its output beside it (NAME.log).
+go_builds=
+go_builds_pid=
 
-node_builds_start() {
-  tier_skipped node && return
-  node_builds=$(mktemp -d)
-  set -m # a process group of its own, so that node_builds_stop stops the go builds under it
+go_builds_start() {
+  local names=(control-plane helm)
+  tier_skipped node || names+=(node kueue)
+  go_builds=$(mktemp -d)
+  set -m # a process group of its own, so that go_builds_stop stops the go builds under it
   (
-    nice -n 19 bash scripts/node.sh build >"$node_builds/node.log" 2>&1
-    echo $? >"$node_builds/node.rc"
-    nice -n 19 bash scripts/kueue.sh build >"$node_builds/kueue.log" 2>&1
-    echo $? >"$node_builds/kueue.rc"
+    for name in "${names[@]}"; do
+      nice -n 19 bash "scripts/$name.sh" build >"$go_builds/$name.log" 2>&1
+      echo $? >"$go_builds/$name.rc"
+    done
   ) &
-  node_builds_pid=$!
+  go_builds_pid=$!
   set +m
 }
 
-# node_built NAME: waits until the build NAME (node or kueue) has ended, and fails showing
-# its output unless it succeeded.
-node_built() {
+# go_built NAME: waits until the build NAME (control-plane, helm, node or kueue) has ended,
+# and fails showing its output unless it succeeded.
+go_built() {
   local rc
   step "scripts/$1.sh build (in the background since the suite's start)"
-  wait_for --every 2 "scripts/$1.sh build" 3600 test -e "$node_builds/$1.rc" || return
-  rc=$(<"$node_builds/$1.rc")
-  cat "$node_builds/$1.log"
+  wait_for --every 2 "scripts/$1.sh build" 3600 test -e "$go_builds/$1.rc" || return
+  rc=$(<"$go_builds/$1.rc")
+  cat "$go_builds/$1.log"
   [[ $rc == 0 ]] || die "scripts/$1.sh build exited $rc (its output is above)"
 }
 
-# node_builds_stop: whatever is still running, stopped; the outputs removed.
-node_builds_stop() {
-  if [[ -n $node_builds_pid ]]; then
-    kill -- "-$node_builds_pid" 2>/dev/null || true
+# go_builds_stop: whatever is still running, stopped; the outputs removed.
+go_builds_stop() {
+  if [[ -n $go_builds_pid ]]; then
+    kill -- "-$go_builds_pid" 2>/dev/null || true
   fi
-  if [[ -n $node_builds ]]; then
-    rm -rf "$node_builds"
+  if [[ -n $go_builds ]]; then
+    rm -rf "$go_builds"
   fi
 }
