@@ -13,7 +13,8 @@
 //! | 404 for the Lease API | at most 5 Lease requests a minute | 60 |
 //!
 //! Two at a time (the default on two cores) they take about 3.5 minutes;
-//! `cargo test --test content -- --test-threads 8` runs all at once, in about 65 s.
+//! `cargo test --test content -- --test-threads 8` runs all at once, in about 65 s, as
+//! scripts/test.sh does.
 
 mod common;
 
@@ -90,339 +91,345 @@ fn refused() -> Fault {
     Fault::Status(500, None, Some(body.to_string()))
 }
 
-/// Row 1: every event repeats what metainit knows; it is no news, and does not cut the
-/// refused pod's backoff (each one did: a PATCH per event).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn repeated_events_do_not_cut_a_refused_pods_backoff() {
-    let bed = Bed::modern().await;
-    bed.gated("repeated");
-    let plan = Plan::Each(vec![
-        (
-            RequestKind::WatchStart,
-            Fault::Repeat(Duration::from_millis(50)),
-        ),
-        (RequestKind::Patch, refused()),
-    ]);
-    let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
-    proxy.faulty(true);
-    let start = Instant::now();
-    let m = metainit_via(&kubeconfig, &[]);
-    tokio::time::sleep(MINUTE).await;
-    let seen = proxy.seen();
-    let patches = of_pod(&seen, RequestKind::Patch, "repeated");
-    let most = most_in_window(&patches, RequestKind::Patch, MINUTE);
-    eprintln!(
-        "repeated events, PATCH 500: {most} PATCHes of the pod in a minute ({} in {:?}); {}",
-        patches.len(),
-        start.elapsed(),
-        counts(&seen)
-    );
-    let mut wrong = Vec::new();
-    if most > PER_POD {
-        wrong.push(format!(
-            "{most} PATCHes of the pod in a minute (at most {PER_POD})"
-        ));
-    }
-    if patches.is_empty() {
-        wrong.push("the pod never PATCHed: the fault was never met".into());
-    }
-    if bed.cleared("repeated") {
-        wrong.push("the pod cleared: the PATCHes were not refused".into());
-    }
-    verdict("repeated events", &wrong, &m.log());
-    m.stop().await;
-}
+/// The rows, a test each, under `answer_rows::`: each is a minute or so of watching a server
+/// of its own, so scripts/test.sh runs them all at once, after the rest of the fast tier.
+mod answer_rows {
+    use super::*;
 
-/// Row 2, for one kind of request: its answer a line with no end.
-async fn endless_line(kind: RequestKind) {
-    let row = format!("an endless line answering every {}", kind.label());
-    let bed = Bed::modern().await;
-    bed.gated("before");
-    let plan = Plan::Fixed(kind, Fault::Endless(2_000_000));
-    let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
-    proxy.faulty(true);
-    let start = Instant::now();
-    let mut m = metainit_via(&kubeconfig, &[]);
-    let mut peak = 0;
-    while start.elapsed() < ENDLESS_HELD {
+    /// Row 1: every event repeats what metainit knows; it is no news, and does not cut the
+    /// refused pod's backoff (each one did: a PATCH per event).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn repeated_events_do_not_cut_a_refused_pods_backoff() {
+        let bed = Bed::modern().await;
+        bed.gated("repeated");
+        let plan = Plan::Each(vec![
+            (
+                RequestKind::WatchStart,
+                Fault::Repeat(Duration::from_millis(50)),
+            ),
+            (RequestKind::Patch, refused()),
+        ]);
+        let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
+        proxy.faulty(true);
+        let start = Instant::now();
+        let m = metainit_via(&kubeconfig, &[]);
+        tokio::time::sleep(MINUTE).await;
+        let seen = proxy.seen();
+        let patches = of_pod(&seen, RequestKind::Patch, "repeated");
+        let most = most_in_window(&patches, RequestKind::Patch, MINUTE);
+        eprintln!(
+            "repeated events, PATCH 500: {most} PATCHes of the pod in a minute ({} in {:?}); {}",
+            patches.len(),
+            start.elapsed(),
+            counts(&seen)
+        );
+        let mut wrong = Vec::new();
+        if most > PER_POD {
+            wrong.push(format!(
+                "{most} PATCHes of the pod in a minute (at most {PER_POD})"
+            ));
+        }
+        if patches.is_empty() {
+            wrong.push("the pod never PATCHed: the fault was never met".into());
+        }
+        if bed.cleared("repeated") {
+            wrong.push("the pod cleared: the PATCHes were not refused".into());
+        }
+        verdict("repeated events", &wrong, &m.log());
+        m.stop().await;
+    }
+
+    /// Row 2, for one kind of request: its answer a line with no end.
+    async fn endless_line(kind: RequestKind) {
+        let row = format!("an endless line answering every {}", kind.label());
+        let bed = Bed::modern().await;
+        bed.gated("before");
+        let plan = Plan::Fixed(kind, Fault::Endless(2_000_000));
+        let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
+        proxy.faulty(true);
+        let start = Instant::now();
+        let mut m = metainit_via(&kubeconfig, &[]);
+        let mut peak = 0;
+        while start.elapsed() < ENDLESS_HELD {
+            peak = peak.max(m.peak_rss().unwrap_or(0));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
         peak = peak.max(m.peak_rss().unwrap_or(0));
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    peak = peak.max(m.peak_rss().unwrap_or(0));
-    let met = proxy.received(kind, Instant::now());
-    proxy.faulty(false);
-    let healed = Instant::now();
-    bed.gated("after");
-    let cleared = within(RECOVER, || bed.cleared("after")).await;
-    eprintln!(
-        "{row}, {ENDLESS_HELD:?}: peak RSS {}; {met} requests met it; the pod after it {} ({:?})",
-        mib(peak),
-        if cleared { "cleared" } else { "NOT cleared" },
-        healed.elapsed()
-    );
-    let mut wrong = Vec::new();
-    if peak >= RSS_LIMIT {
-        wrong.push(format!(
-            "peak RSS {} (under {} wanted)",
+        let met = proxy.received(kind, Instant::now());
+        proxy.faulty(false);
+        let healed = Instant::now();
+        bed.gated("after");
+        let cleared = within(RECOVER, || bed.cleared("after")).await;
+        eprintln!(
+            "{row}, {ENDLESS_HELD:?}: peak RSS {}; {met} requests met it; the pod after it {} ({:?})",
             mib(peak),
-            mib(RSS_LIMIT)
-        ));
+            if cleared { "cleared" } else { "NOT cleared" },
+            healed.elapsed()
+        );
+        let mut wrong = Vec::new();
+        if peak >= RSS_LIMIT {
+            wrong.push(format!(
+                "peak RSS {} (under {} wanted)",
+                mib(peak),
+                mib(RSS_LIMIT)
+            ));
+        }
+        if met == 0 {
+            wrong.push("no request met the fault".into());
+        }
+        if !cleared {
+            wrong.push(format!(
+                "the pod created after the fault not cleared within {RECOVER:?}"
+            ));
+        }
+        if let Ok(Some(status)) = m.child.try_wait() {
+            wrong.push(format!("metainit exited: {status}"));
+        }
+        verdict(&row, &wrong, &m.log());
+        m.stop().await;
     }
-    if met == 0 {
-        wrong.push("no request met the fault".into());
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_watch_line_with_no_end_is_bounded() {
+        endless_line(RequestKind::WatchStart).await;
     }
-    if !cleared {
-        wrong.push(format!(
-            "the pod created after the fault not cleared within {RECOVER:?}"
-        ));
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_list_body_with_no_end_is_bounded() {
+        endless_line(RequestKind::List).await;
     }
-    if let Ok(Some(status)) = m.child.try_wait() {
-        wrong.push(format!("metainit exited: {status}"));
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_patch_answer_with_no_end_is_bounded() {
+        endless_line(RequestKind::Patch).await;
     }
-    verdict(&row, &wrong, &m.log());
-    m.stop().await;
-}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_watch_line_with_no_end_is_bounded() {
-    endless_line(RequestKind::WatchStart).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_list_body_with_no_end_is_bounded() {
-    endless_line(RequestKind::List).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_patch_answer_with_no_end_is_bounded() {
-    endless_line(RequestKind::Patch).await;
-}
-
-/// Row 3: a PATCH answered 200 whose object still has the gates is no clearing: the pod
-/// named, counted as kept, tried again on the backoff.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_patch_that_kept_the_gates_is_not_a_clearing() {
-    let bed = Bed::modern().await;
-    bed.gated("kept");
-    let plan = Plan::Fixed(RequestKind::Patch, Fault::Unchanged);
-    let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
-    proxy.faulty(true);
-    let start = Instant::now();
-    let m = metainit_via(&kubeconfig, &[]);
-    let addr = m.admin_addr().await;
-    tokio::time::sleep(MINUTE.saturating_sub(start.elapsed())).await;
-    let metrics = admin_get(&addr, "/metrics").await.1;
-    let seen = proxy.seen();
-    let patches = of_pod(&seen, RequestKind::Patch, "kept").len();
-    let cleared = counter_sum(&metrics, "metainit_objects_cleared_total");
-    // `+ 0.0`: no sample at all is 0, not -0.
-    let kept = counter_sum(&metrics, r#"metainit_clear_failures_total{reason="kept"}"#) + 0.0;
-    let log = m.log();
-    let warned = log
-        .iter()
-        .find(|l| l.contains("WARN") && l.contains("default/kept") && l.contains("kept the gates"));
-    let said_cleared = log
-        .iter()
-        .find(|l| l.contains(" cleared") && l.contains("default/kept"));
-    eprintln!(
-        "PATCH 200 with the gates kept, a minute: {patches} PATCHes; metainit_objects_cleared_total {cleared}; \
+    /// Row 3: a PATCH answered 200 whose object still has the gates is no clearing: the pod
+    /// named, counted as kept, tried again on the backoff.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_patch_that_kept_the_gates_is_not_a_clearing() {
+        let bed = Bed::modern().await;
+        bed.gated("kept");
+        let plan = Plan::Fixed(RequestKind::Patch, Fault::Unchanged);
+        let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
+        proxy.faulty(true);
+        let start = Instant::now();
+        let m = metainit_via(&kubeconfig, &[]);
+        let addr = m.admin_addr().await;
+        tokio::time::sleep(MINUTE.saturating_sub(start.elapsed())).await;
+        let metrics = admin_get(&addr, "/metrics").await.1;
+        let seen = proxy.seen();
+        let patches = of_pod(&seen, RequestKind::Patch, "kept").len();
+        let cleared = counter_sum(&metrics, "metainit_objects_cleared_total");
+        // `+ 0.0`: no sample at all is 0, not -0.
+        let kept = counter_sum(&metrics, r#"metainit_clear_failures_total{reason="kept"}"#) + 0.0;
+        let log = m.log();
+        let warned = log.iter().find(|l| {
+            l.contains("WARN") && l.contains("default/kept") && l.contains("kept the gates")
+        });
+        let said_cleared = log
+            .iter()
+            .find(|l| l.contains(" cleared") && l.contains("default/kept"));
+        eprintln!(
+            "PATCH 200 with the gates kept, a minute: {patches} PATCHes; metainit_objects_cleared_total {cleared}; \
          kept failures {kept}; warned: {warned:?}; said cleared: {said_cleared:?}"
-    );
-    let mut wrong = Vec::new();
-    if cleared != 0.0 {
-        wrong.push(format!(
+        );
+        let mut wrong = Vec::new();
+        if cleared != 0.0 {
+            wrong.push(format!(
             "metainit_objects_cleared_total is {cleared}: a pod that kept its gates counted cleared"
         ));
+        }
+        if kept < 1.0 {
+            wrong.push(r#"metainit_clear_failures_total{reason="kept"} not 1 or more"#.into());
+        }
+        if warned.is_none() {
+            wrong.push("no WARN line naming default/kept and saying it \"kept the gates\"".into());
+        }
+        if !(2..=PER_POD).contains(&patches) {
+            wrong.push(format!(
+                "{patches} PATCHes of the pod in a minute (a retry on the backoff: 2 to {PER_POD})"
+            ));
+        }
+        if bed.cleared("kept") {
+            wrong.push("the pod cleared on the server: the fault was not met".into());
+        }
+        verdict("a PATCH that kept the gates", &wrong, &log);
+        m.stop().await;
     }
-    if kept < 1.0 {
-        wrong.push(r#"metainit_clear_failures_total{reason="kept"} not 1 or more"#.into());
-    }
-    if warned.is_none() {
-        wrong.push("no WARN line naming default/kept and saying it \"kept the gates\"".into());
-    }
-    if !(2..=PER_POD).contains(&patches) {
-        wrong.push(format!(
-            "{patches} PATCHes of the pod in a minute (a retry on the backoff: 2 to {PER_POD})"
-        ));
-    }
-    if bed.cleared("kept") {
-        wrong.push("the pod cleared on the server: the fault was not met".into());
-    }
-    verdict("a PATCH that kept the gates", &wrong, &log);
-    m.stop().await;
-}
 
-const STREAM_FAILED: &str = r#"metainit_watch_restarts_total{cause="stream_failed"}"#;
+    const STREAM_FAILED: &str = r#"metainit_watch_restarts_total{cause="stream_failed"}"#;
 
-/// Row 4: a watch whose first event line is cut short and whose stream then ends cleanly
-/// failed, and says so; the pod that line carried is cleared once the watch is whole again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_watch_line_cut_short_is_a_failure() {
-    let bed = Bed::modern().await;
-    let plan = Plan::Fixed(RequestKind::WatchStart, Fault::CutLine);
-    let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
-    let m = metainit_via(&kubeconfig, &[]);
-    let addr = m.admin_addr().await;
-    until_readyz(&addr, Duration::from_secs(20)).await;
-    // The watch runs (a second): cut by the proxy turning faulty, it starts again at once.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let before = counter_sum(&admin_get(&addr, "/metrics").await.1, STREAM_FAILED);
-    let from = Instant::now();
-    proxy.faulty(true);
-    // The watch started again now runs (a second): its end alone is no failure.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    bed.gated("cut");
-    let said = |l: &str| l.contains("watch failed") && l.contains("in the middle of a line");
-    let warned = within(Duration::from_secs(20), || m.log().iter().any(|l| said(l))).await;
-    let asked = Instant::now();
-    let mut counted = false;
-    while !counted && asked.elapsed() < Duration::from_secs(5) {
-        let text = admin_get(&addr, "/metrics").await.1;
-        counted = counter_sum(&text, STREAM_FAILED) > before;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let failures: Vec<String> = m
-        .log()
-        .into_iter()
-        .filter(|l| l.contains("watch failed"))
-        .collect();
-    let starts = proxy
-        .seen()
-        .iter()
-        .filter(|s| s.kind == RequestKind::WatchStart && s.at >= from)
-        .count();
-    proxy.faulty(false);
-    let cleared = within(RECOVER, || bed.cleared("cut")).await;
-    eprintln!(
-        "a watch line cut short: said {warned}, {STREAM_FAILED} grew {counted}, {starts} watch \
+    /// Row 4: a watch whose first event line is cut short and whose stream then ends cleanly
+    /// failed, and says so; the pod that line carried is cleared once the watch is whole again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_watch_line_cut_short_is_a_failure() {
+        let bed = Bed::modern().await;
+        let plan = Plan::Fixed(RequestKind::WatchStart, Fault::CutLine);
+        let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
+        let m = metainit_via(&kubeconfig, &[]);
+        let addr = m.admin_addr().await;
+        until_readyz(&addr, Duration::from_secs(20)).await;
+        // The watch runs (a second): cut by the proxy turning faulty, it starts again at once.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let before = counter_sum(&admin_get(&addr, "/metrics").await.1, STREAM_FAILED);
+        let from = Instant::now();
+        proxy.faulty(true);
+        // The watch started again now runs (a second): its end alone is no failure.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        bed.gated("cut");
+        let said = |l: &str| l.contains("watch failed") && l.contains("in the middle of a line");
+        let warned = within(Duration::from_secs(20), || m.log().iter().any(|l| said(l))).await;
+        let asked = Instant::now();
+        let mut counted = false;
+        while !counted && asked.elapsed() < Duration::from_secs(5) {
+            let text = admin_get(&addr, "/metrics").await.1;
+            counted = counter_sum(&text, STREAM_FAILED) > before;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let failures: Vec<String> = m
+            .log()
+            .into_iter()
+            .filter(|l| l.contains("watch failed"))
+            .collect();
+        let starts = proxy
+            .seen()
+            .iter()
+            .filter(|s| s.kind == RequestKind::WatchStart && s.at >= from)
+            .count();
+        proxy.faulty(false);
+        let cleared = within(RECOVER, || bed.cleared("cut")).await;
+        eprintln!(
+            "a watch line cut short: said {warned}, {STREAM_FAILED} grew {counted}, {starts} watch \
          starts cut, the pod {}; its \"watch failed\" lines: {failures:#?}",
-        if cleared { "cleared" } else { "NOT cleared" }
-    );
-    let mut wrong = Vec::new();
-    if !warned {
-        wrong.push(
-            "no \"watch failed\" line saying the line ended \"in the middle of a line\"".into(),
+            if cleared { "cleared" } else { "NOT cleared" }
         );
+        let mut wrong = Vec::new();
+        if !warned {
+            wrong.push(
+                "no \"watch failed\" line saying the line ended \"in the middle of a line\"".into(),
+            );
+        }
+        if !counted {
+            wrong.push(format!("{STREAM_FAILED} did not grow"));
+        }
+        if starts == 0 {
+            wrong.push("no watch start met the fault".into());
+        }
+        if !cleared {
+            wrong.push(format!(
+                "the pod in the cut line not cleared within {RECOVER:?}"
+            ));
+        }
+        verdict("a watch line cut short", &wrong, &m.log());
+        m.stop().await;
     }
-    if !counted {
-        wrong.push(format!("{STREAM_FAILED} did not grow"));
-    }
-    if starts == 0 {
-        wrong.push("no watch start met the fault".into());
-    }
-    if !cleared {
-        wrong.push(format!(
-            "the pod in the cut line not cleared within {RECOVER:?}"
-        ));
-    }
-    verdict("a watch line cut short", &wrong, &m.log());
-    m.stop().await;
-}
 
-/// Row 5: after the pod was cleared, every relist is answered with the page from before (the
-/// pod still gated, at its old version), every watch start 410 (a relist). A 422 whose test
-/// failed means the copy is stale: the object is read (a GET), not patched again from it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_stale_relist_is_not_patched_again_and_again() {
-    let bed = Bed::modern().await;
-    bed.gated("stale");
-    let gone = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+    /// Row 5: after the pod was cleared, every relist is answered with the page from before (the
+    /// pod still gated, at its old version), every watch start 410 (a relist). A 422 whose test
+    /// failed means the copy is stale: the object is read (a GET), not patched again from it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_stale_relist_is_not_patched_again_and_again() {
+        let bed = Bed::modern().await;
+        bed.gated("stale");
+        let gone = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Failure", "reason": "Expired", "code": 410,
         "message": "too old resource version: 1 (2)"});
-    let plan = Plan::Each(vec![
-        (RequestKind::List, Fault::Stale),
-        (
-            RequestKind::WatchStart,
-            Fault::Status(410, None, Some(gone.to_string())),
-        ),
-    ]);
-    let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
-    let m = metainit_via(&kubeconfig, &[]);
-    let addr = m.admin_addr().await;
-    eventually("the pod cleared", Duration::from_secs(20), || {
-        bed.cleared("stale")
-    })
-    .await;
-    until_readyz(&addr, Duration::from_secs(20)).await;
-    // The watch shows it cleared (its MODIFIED event), as it does at once.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let from = Instant::now();
-    proxy.faulty(true);
-    tokio::time::sleep(STALE_HELD).await;
-    let seen: Vec<Seen> = proxy.seen().into_iter().filter(|s| s.at >= from).collect();
-    let patches = of_pod(&seen, RequestKind::Patch, "stale");
-    let gets = of_pod(&seen, RequestKind::Get, "stale");
-    let lists = seen.iter().filter(|s| s.kind == RequestKind::List).count();
-    let read_after = patches
-        .first()
-        .is_none_or(|p| gets.iter().any(|g| g.at >= p.at));
-    eprintln!(
-        "a stale relist, {STALE_HELD:?}: {} PATCHes of the pod, {} GETs of it, {lists} stale LISTs; {}",
-        patches.len(),
-        gets.len(),
-        counts(&seen)
-    );
-    let mut wrong = Vec::new();
-    if patches.len() > 3 {
-        wrong.push(format!(
-            "{} PATCHes of the pod from a stale copy (at most 3)",
-            patches.len()
-        ));
+        let plan = Plan::Each(vec![
+            (RequestKind::List, Fault::Stale),
+            (
+                RequestKind::WatchStart,
+                Fault::Status(410, None, Some(gone.to_string())),
+            ),
+        ]);
+        let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
+        let m = metainit_via(&kubeconfig, &[]);
+        let addr = m.admin_addr().await;
+        eventually("the pod cleared", Duration::from_secs(20), || {
+            bed.cleared("stale")
+        })
+        .await;
+        until_readyz(&addr, Duration::from_secs(20)).await;
+        // The watch shows it cleared (its MODIFIED event), as it does at once.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let from = Instant::now();
+        proxy.faulty(true);
+        tokio::time::sleep(STALE_HELD).await;
+        let seen: Vec<Seen> = proxy.seen().into_iter().filter(|s| s.at >= from).collect();
+        let patches = of_pod(&seen, RequestKind::Patch, "stale");
+        let gets = of_pod(&seen, RequestKind::Get, "stale");
+        let lists = seen.iter().filter(|s| s.kind == RequestKind::List).count();
+        let read_after = patches
+            .first()
+            .is_none_or(|p| gets.iter().any(|g| g.at >= p.at));
+        eprintln!(
+            "a stale relist, {STALE_HELD:?}: {} PATCHes of the pod, {} GETs of it, {lists} stale LISTs; {}",
+            patches.len(),
+            gets.len(),
+            counts(&seen)
+        );
+        let mut wrong = Vec::new();
+        if patches.len() > 3 {
+            wrong.push(format!(
+                "{} PATCHes of the pod from a stale copy (at most 3)",
+                patches.len()
+            ));
+        }
+        if !read_after {
+            wrong.push("no GET of the pod after its PATCH from the stale copy".into());
+        }
+        if lists == 0 {
+            wrong.push("no LIST met the stale page".into());
+        }
+        verdict("a stale relist", &wrong, &m.log());
+        m.stop().await;
     }
-    if !read_after {
-        wrong.push("no GET of the pod after its PATCH from the stale copy".into());
-    }
-    if lists == 0 {
-        wrong.push("no LIST met the stale page".into());
-    }
-    verdict("a stale relist", &wrong, &m.log());
-    m.stop().await;
-}
 
-/// Row 6: a server without the Lease API (404) is asked again on a slow schedule, not
-/// every renewal; clearing goes on.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_absent_lease_api_is_asked_again_slowly() {
-    let bed = Bed::modern().await;
-    bed.gated("p");
-    let absent = Fault::Absent("/apis/coordination.k8s.io/".into());
-    let plan = Plan::Each(
-        RequestKind::ALL
-            .iter()
-            .map(|k| (*k, absent.clone()))
-            .collect(),
-    );
-    let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
-    proxy.faulty(true);
-    let start = Instant::now();
-    // Sharing the work: a Lease kept (the tests' default is alone, with no Lease).
-    let m = metainit_via(&kubeconfig, &["--peer-delay", "500ms"]);
-    let cleared = within(Duration::from_secs(20), || bed.cleared("p")).await;
-    tokio::time::sleep(MINUTE.saturating_sub(start.elapsed())).await;
-    let leases: Vec<Seen> = proxy
-        .seen()
-        .into_iter()
-        .filter(|s| s.at <= start + MINUTE && s.what.contains("/apis/coordination.k8s.io/"))
-        .collect();
-    eprintln!(
-        "no Lease API, a minute: {} Lease requests ({}); the pod {}",
-        leases.len(),
-        counts(&leases),
-        if cleared { "cleared" } else { "NOT cleared" }
-    );
-    let mut wrong = Vec::new();
-    if leases.len() > 5 {
-        wrong.push(format!(
-            "{} requests for Leases in a minute (at most 5)",
-            leases.len()
-        ));
+    /// Row 6: a server without the Lease API (404) is asked again on a slow schedule, not
+    /// every renewal; clearing goes on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn an_absent_lease_api_is_asked_again_slowly() {
+        let bed = Bed::modern().await;
+        bed.gated("p");
+        let absent = Fault::Absent("/apis/coordination.k8s.io/".into());
+        let plan = Plan::Each(
+            RequestKind::ALL
+                .iter()
+                .map(|k| (*k, absent.clone()))
+                .collect(),
+        );
+        let (proxy, kubeconfig) = Proxy::in_front(&bed, plan).await;
+        proxy.faulty(true);
+        let start = Instant::now();
+        // Sharing the work: a Lease kept (the tests' default is alone, with no Lease).
+        let m = metainit_via(&kubeconfig, &["--peer-delay", "500ms"]);
+        let cleared = within(Duration::from_secs(20), || bed.cleared("p")).await;
+        tokio::time::sleep(MINUTE.saturating_sub(start.elapsed())).await;
+        let leases: Vec<Seen> = proxy
+            .seen()
+            .into_iter()
+            .filter(|s| s.at <= start + MINUTE && s.what.contains("/apis/coordination.k8s.io/"))
+            .collect();
+        eprintln!(
+            "no Lease API, a minute: {} Lease requests ({}); the pod {}",
+            leases.len(),
+            counts(&leases),
+            if cleared { "cleared" } else { "NOT cleared" }
+        );
+        let mut wrong = Vec::new();
+        if leases.len() > 5 {
+            wrong.push(format!(
+                "{} requests for Leases in a minute (at most 5)",
+                leases.len()
+            ));
+        }
+        if leases.is_empty() {
+            wrong.push("no Lease request: the fault was never met".into());
+        }
+        if !cleared {
+            wrong.push("the pod not cleared within 20 s".into());
+        }
+        verdict("no Lease API", &wrong, &m.log());
+        m.stop().await;
     }
-    if leases.is_empty() {
-        wrong.push("no Lease request: the fault was never met".into());
-    }
-    if !cleared {
-        wrong.push("the pod not cleared within 20 s".into());
-    }
-    verdict("no Lease API", &wrong, &m.log());
-    m.stop().await;
 }
