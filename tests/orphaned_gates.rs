@@ -114,18 +114,7 @@ async fn bad_rules_and_flags_exit_2_saying_what_to_fix() {
         // Against a 1.13 server, `auto` finds initializers.
         (vec!["--release-gate", &rule], msg::AUTO_MEANS_INITIALIZERS),
     ];
-    for (args, want) in cases {
-        let mut all = vec![
-            "--kubeconfig",
-            kubeconfig.as_str(),
-            "--admin-addr",
-            "127.0.0.1:0",
-        ];
-        all.extend(args.iter().copied());
-        let (code, _, err) = run_to_end(&all, WAIT).await;
-        assert_eq!(code, 2, "{args:?}: {err}");
-        assert!(err.contains(want), "{args:?}: want {want:?} in {err}");
-    }
+    each_refused(&kubeconfig, &cases).await;
     // From the environment, comma-separated.
     let (code, _, err) = run_to_end_env(
         &["--kubeconfig", &kubeconfig, "--check-config"],

@@ -159,18 +159,7 @@ async fn bad_webhook_flags_exit_2_saying_what_to_fix() {
         (vec!["--webhooks"], "is v1.13.12: drop --webhooks"),
         (vec!["--webhooks", "--once"], "is v1.13.12: drop --webhooks"),
     ];
-    for (args, want) in cases {
-        let mut all = vec![
-            "--kubeconfig",
-            kubeconfig.as_str(),
-            "--admin-addr",
-            "127.0.0.1:0",
-        ];
-        all.extend(args.iter().copied());
-        let (code, _, err) = run_to_end(&all, WAIT).await;
-        assert_eq!(code, 2, "{args:?}: {err}");
-        assert!(err.contains(want), "{args:?}: want {want:?} in {err}");
-    }
+    each_refused(&kubeconfig, &cases).await;
 }
 
 /// 1.14 to 1.20: no `kubernetes.io/metadata.name` on namespaces (the exemption would

@@ -406,6 +406,18 @@ pub async fn run_to_end(args: &[&str], limit: Duration) -> (i32, String, String)
     run_to_end_env(args, &[], limit).await
 }
 
+/// Each case's flags, against the server of `kubeconfig` (the admin server on a free port):
+/// metainit exits 2 and its stderr holds the case's text (what to fix), within 30 s each.
+pub async fn each_refused(kubeconfig: &str, cases: &[(Vec<&str>, &str)]) {
+    for (args, want) in cases {
+        let mut all = vec!["--kubeconfig", kubeconfig, "--admin-addr", "127.0.0.1:0"];
+        all.extend(args.iter().copied());
+        let (code, _, err) = run_to_end(&all, Duration::from_secs(30)).await;
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: want {want:?} in {err}");
+    }
+}
+
 /// As `run_to_end`, with extra environment variables.
 pub async fn run_to_end_env(
     args: &[&str],
