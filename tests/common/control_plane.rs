@@ -52,6 +52,28 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/control-plane.sh")
 }
 
+/// `bash SCRIPT ARGS` (control-plane.sh, node.sh), its messages on our stderr; the `export
+/// K=V` lines it printed. Fails the test, saying `SCRIPT ARGS[0]` failed, unless it succeeded.
+pub(crate) fn script_env<S: AsRef<std::ffi::OsStr>>(
+    script: &Path,
+    args: &[S],
+) -> HashMap<String, String> {
+    let out = Command::new("bash")
+        .arg(script)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("bash runs");
+    let name = script.file_name().unwrap_or_default().to_string_lossy();
+    let first = args.first().map(|a| a.as_ref().to_string_lossy());
+    assert!(
+        out.status.success(),
+        "scripts/{name} {} failed (its reason is above)",
+        first.unwrap_or_default()
+    );
+    parse_env(&String::from_utf8_lossy(&out.stdout))
+}
+
 /// The `export K=V` lines a script of ours prints (control-plane.sh, node.sh).
 pub(crate) fn parse_env(text: &str) -> HashMap<String, String> {
     text.lines()
@@ -145,17 +167,7 @@ impl ControlPlane {
         for a in apiserver_args {
             args.extend(["--apiserver-arg", a]);
         }
-        let out = Command::new("bash")
-            .arg(script())
-            .args(&args)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("bash runs");
-        assert!(
-            out.status.success(),
-            "scripts/control-plane.sh up failed (its messages are above)"
-        );
-        ControlPlane::from_env(&parse_env(&String::from_utf8_lossy(&out.stdout)), false)
+        ControlPlane::from_env(&script_env(&script(), &args), false)
     }
 
     /// Kills one component with SIGKILL, as a crash would (`etcd`, `kube-apiserver` (the

@@ -52,17 +52,7 @@ impl Node {
                 std::process::id().to_string(),
             ],
         };
-        let out = Command::new("bash")
-            .arg(&script)
-            .args(&args)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("bash runs");
-        assert!(
-            out.status.success(),
-            "scripts/node.sh up failed (its reason is above)"
-        );
-        let env = super::control_plane::parse_env(&String::from_utf8_lossy(&out.stdout));
+        let env = super::control_plane::script_env(&script, &args);
         Node { env, owned }
     }
 
