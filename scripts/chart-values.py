@@ -24,6 +24,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts" / "lib"))
+from block import cell, check_or_write, split  # noqa: E402
 CHART = ROOT / "charts" / "metainit"
 PAGE = ROOT / "docs" / "src" / "install" / "helm.md"
 CHART_README = CHART / "README.md"
@@ -96,10 +98,6 @@ def default_of(values, path):
             raise KeyError(path)
         node = node[key]
     return "`" + json.dumps(node, separators=(",", ":")) + "`"
-
-
-def cell(text):
-    return text.replace("|", "\\|")
 
 
 def table():
@@ -176,18 +174,6 @@ a copy of the chart, the image you pushed, by digest: `--set image.repository=RE
 {made}"""
 
 
-def check_or_write(path, want, mode, what):
-    """Checks (`--check`) or writes `path`: `what` names it in the messages."""
-    have = path.read_text() if path.exists() else ""
-    if mode == "--check":
-        if have != want:
-            sys.exit(f"chart-values: {what} is stale: run python3 scripts/chart-values.py --write")
-        print(f"chart-values: {what} is up to date")
-        return
-    path.write_text(want)
-    print(f"chart-values: {what} written")
-
-
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode not in ("", "--write", "--check"):
@@ -196,13 +182,11 @@ def main():
     if not mode:
         sys.stdout.write(made)
         return
-    page = PAGE.read_text()
-    m = re.search(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), page, re.S)
-    if not m:
-        sys.exit(f"chart-values: {PAGE.relative_to(ROOT)} has no block between {BEGIN} and {END}")
-    whole = page[: m.start(1)] + made + page[m.end(1):]
-    check_or_write(PAGE, whole, mode, f"{PAGE.relative_to(ROOT)}'s table of the chart's values")
-    check_or_write(CHART_README, chart_readme(made), mode, "charts/metainit/README.md")
+    page = PAGE.relative_to(ROOT)
+    head, _, tail = split("chart-values", PAGE.read_text(), BEGIN, END, page)
+    fix = "python3 scripts/chart-values.py --write"
+    check_or_write("chart-values", PAGE, head + made + tail, mode, f"{page}'s table of the chart's values", fix)
+    check_or_write("chart-values", CHART_README, chart_readme(made), mode, "charts/metainit/README.md", fix)
 
 
 if __name__ == "__main__":

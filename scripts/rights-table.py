@@ -20,7 +20,6 @@ pod's, not metainit's, and is left out. Every role in the table must also be nam
 SECURITY.md outside it, where the page says what its holder can do. Needs python3 with
 PyYAML.
 """
-import difflib
 import re
 import sys
 from pathlib import Path
@@ -28,6 +27,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts" / "lib"))
+from block import cell, check_or_write, split  # noqa: E402
 MANIFESTS = ROOT / "manifests"
 DEPLOYMENT = MANIFESTS / "deployment"
 PAGE = ROOT / "SECURITY.md"
@@ -127,10 +128,6 @@ def code(items):
     return ", ".join(f"`{i}`" for i in items)
 
 
-def cell(text):
-    return text.replace("|", "\\|")
-
-
 def table():
     """The Markdown table: one row per rule, roles that grant the same rules grouped."""
     groups = {}
@@ -159,32 +156,16 @@ def main():
     if not mode:
         sys.stdout.write(made)
         return
-    page = PAGE.read_text()
-    m = re.search(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), page, re.S)
-    if not m:
-        sys.exit(f"rights-table: SECURITY.md has no block between {BEGIN} and {END}")
-    outside = page[: m.start(1)] + page[m.end(1):]
-    unsaid = [n.split("`")[1] for n in names if n.split("`")[1] not in outside]
-    if mode == "--check":
-        stale = m.group(1) != made
-        if stale:
-            sys.stdout.writelines(difflib.unified_diff(
-                m.group(1).splitlines(True), made.splitlines(True),
-                "SECURITY.md (as written)", "the manifests (scripts/rights-table.py)"))
-        for n in unsaid:
-            print(f"rights-table: SECURITY.md does not say what a holder of `{n}` can do "
-                  "(name the role outside the table)", file=sys.stderr)
-        if stale:
-            sys.exit("rights-table: SECURITY.md's rights table is not what the manifests grant "
-                     "(above: - as written, + as granted): run python3 scripts/rights-table.py --write")
-        if unsaid:
-            sys.exit(1)
-        print("rights-table: SECURITY.md's rights table is what the manifests grant")
-        return
-    PAGE.write_text(page[: m.start(1)] + made + page[m.end(1):])
-    print("rights-table: SECURITY.md's rights table written")
+    head, inside, tail = split("rights-table", PAGE.read_text(), BEGIN, END, "SECURITY.md")
+    unsaid = [n.split("`")[1] for n in names if n.split("`")[1] not in head + tail]
     for n in unsaid:
-        print(f"rights-table: now say in SECURITY.md what a holder of `{n}` can do", file=sys.stderr)
+        said = "SECURITY.md does not say" if mode == "--check" else "now say in SECURITY.md"
+        print(f"rights-table: {said} what a holder of `{n}` can do (name the role outside "
+              "the table)", file=sys.stderr)
+    check_or_write("rights-table", PAGE, head + made + tail, mode, "SECURITY.md's rights table",
+                   "python3 scripts/rights-table.py --write")
+    if unsaid and mode == "--check":
+        sys.exit(1)
 
 
 if __name__ == "__main__":
