@@ -30,6 +30,8 @@ source scripts/validate.sh
 
 # shellcheck source=scripts/lib/logging.sh
 source scripts/lib/logging.sh
+# shellcheck source=scripts/lib/kubeconfig.sh
+source scripts/lib/kubeconfig.sh
 log_init check-manifests --failed
 
 command -v kubernetes-validate >/dev/null || die "kubernetes-validate not found (pip install kubernetes-validate)"
@@ -190,28 +192,7 @@ printf '%s\n' basicConstraints=critical,CA:FALSE \
     >"$tmp/client.ext"
 openssl x509 -req -days 1 -in "$tmp/client.csr" -CA "$tmp/ca.crt" -CAkey "$tmp/ca.key" \
     -CAcreateserial -extfile "$tmp/client.ext" -out "$tmp/client.crt" 2>/dev/null
-b64() { base64 -w0 "$1"; }
-cat >"$tmp/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: kubernetes
-  cluster:
-    server: https://127.0.0.1:1
-    certificate-authority-data: $(b64 "$tmp/ca.crt")
-users:
-- name: metainit
-  user:
-    client-certificate-data: $(b64 "$tmp/client.crt")
-    client-key-data: $(b64 "$tmp/client.key")
-contexts:
-- name: metainit@kubernetes
-  context:
-    cluster: kubernetes
-    user: metainit
-current-context: metainit@kubernetes
-EOF
-chmod 0600 "$tmp/kubeconfig"
+write_kubeconfig "$tmp/kubeconfig" kubernetes https://127.0.0.1:1 "$tmp/ca.crt" "$tmp/client" metainit
 
 # The static pod's command line as the kubelet would run it: $(VAR) expanded from the
 # container's env (downward-API values get a stand-in), the kubeconfig path swapped for

@@ -65,6 +65,8 @@ log_init control-plane
 # One concern a file: the build, certificates and kubeconfigs, the processes, and up/down.
 # shellcheck source=scripts/control-plane/build.sh
 . "$here/scripts/control-plane/build.sh"
+# shellcheck source=scripts/lib/kubeconfig.sh
+. "$here/scripts/lib/kubeconfig.sh"
 # shellcheck source=scripts/control-plane/pki.sh
 . "$here/scripts/control-plane/pki.sh"
 # shellcheck source=scripts/control-plane/processes.sh

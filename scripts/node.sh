@@ -88,6 +88,8 @@ set_minor() {
 . "$here/scripts/lib/version-ldflags.sh"
 # shellcheck source=scripts/node/build.sh
 . "$here/scripts/node/build.sh"
+# shellcheck source=scripts/lib/kubeconfig.sh
+. "$here/scripts/lib/kubeconfig.sh"
 # shellcheck source=scripts/node/pki.sh
 . "$here/scripts/node/pki.sh"
 # shellcheck source=scripts/node/pods.sh

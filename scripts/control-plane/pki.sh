@@ -33,32 +33,12 @@ serving_cert_written() {
     openssl pkey -noout -in "$dir/serving/apiserver.key" 2>/dev/null
 }
 
-b64() { base64 -w0 <"$1"; }
-
 # kubeconfig NAME USER [CERT [I]]: DIR/NAME.kubeconfig for USER with the certificate CERT's
 # data inside (NAME's by default), as kubeadm writes it, for kube-apiserver I (the first by
 # default).
 kubeconfig() {
-  local cert=${3:-$1}
-  cat >"$dir/$1.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: control-plane
-  cluster:
-    server: https://127.0.0.1:$(apiserver_port "${4:-1}")
-    certificate-authority-data: $(b64 "$dir/pki/serving-ca.crt")
-users:
-- name: $2
-  user:
-    client-certificate-data: $(b64 "$dir/pki/$cert.crt")
-    client-key-data: $(b64 "$dir/pki/$cert.key")
-contexts:
-- name: $2@control-plane
-  context: {cluster: control-plane, user: $2}
-current-context: $2@control-plane
-EOF
-  chmod 0600 "$dir/$1.kubeconfig"
+  write_kubeconfig "$dir/$1.kubeconfig" control-plane "https://127.0.0.1:$(apiserver_port "${4:-1}")" \
+    "$dir/pki/serving-ca.crt" "$dir/pki/${3:-$1}" "$2"
 }
 
 # The kubeconfigs: the admin's, kube-scheduler's, and the user metainit's for each

@@ -43,30 +43,11 @@ certificates() {
   openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
 }
 
-b64() { base64 -w0 <"$1"; }
-
 # conf FILE CERT USER [HOST]: a kubeconfig with the certificate's data inside, as kubeadm writes
 # it, its server the API server at HOST (127.0.0.1 unless given).
 conf() {
-  cat >"$dir/etc/kubernetes/$1.conf" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: kubernetes
-  cluster:
-    server: https://${4:-127.0.0.1}:$(cat "$dir/apiserver.port")
-    certificate-authority-data: $(b64 "$pki/ca.crt")
-users:
-- name: $3
-  user:
-    client-certificate-data: $(b64 "$pki/$2.crt")
-    client-key-data: $(b64 "$pki/$2.key")
-contexts:
-- name: $3@kubernetes
-  context: {cluster: kubernetes, user: $3}
-current-context: $3@kubernetes
-EOF
-  chmod 0600 "$dir/etc/kubernetes/$1.conf"
+  write_kubeconfig "$dir/etc/kubernetes/$1.conf" kubernetes \
+    "https://${4:-127.0.0.1}:$(cat "$dir/apiserver.port")" "$pki/ca.crt" "$pki/$2" "$3"
 }
 
 kubeconfigs() {
