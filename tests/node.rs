@@ -317,10 +317,12 @@ fn a_control_plane_node_boots_with_metainit_and_breaks_an_installers_deadlock() 
     );
 }
 
-/// STEP of the story run, and how long it took said (CI's log: where the tier's time goes).
+/// STEP of the story run, and how long it took said on stderr itself, past the harness's
+/// capture (CI's log: where the tier's time goes).
 fn timed<T>(step: &str, run: impl FnOnce() -> T) -> T {
     let start = Instant::now();
     let out = run();
-    eprintln!("node story: {step} in {:.0?}", start.elapsed());
+    let line = format!("node story: {step} in {:.0?}\n", start.elapsed());
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     out
 }
