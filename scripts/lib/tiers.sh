@@ -37,6 +37,38 @@ run_tier() {
   cargo test "${binaries[@]}" -- --ignored
 }
 
+# run_beside TIER BINARY: `cargo test --test BINARY -- --ignored` in the background (cargo
+# holds its lock only while it builds), its output kept for beside_done; the step line says so.
+beside_pid=
+beside_log=
+run_beside() {
+  tier_skipped "$1" && return
+  tier_ran+="$2 "
+  beside_log=$(mktemp)
+  step "cargo test --test $2 -- --ignored (the $1 tier, in the background beside the next step)"
+  set -m # a process group of its own, so that beside_stop stops the test binary too
+  cargo test --test "$2" -- --ignored >"$beside_log" 2>&1 &
+  beside_pid=$!
+  set +m
+}
+
+# beside_stop: run_beside's tests stopped, if still running (the suite's exit).
+beside_stop() {
+  [[ -z $beside_pid ]] || kill -- "-$beside_pid" 2>/dev/null || true
+}
+
+# beside_done: waits for run_beside's tests, shows their output, and fails unless they passed.
+beside_done() {
+  [[ -n $beside_pid ]] || return 0
+  local rc=0
+  step "the tests run beside: their output"
+  wait "$beside_pid" || rc=$?
+  cat "$beside_log"
+  rm -f "$beside_log"
+  beside_pid=
+  [[ $rc == 0 ]] || die "the tests run beside exited $rc (their output is above)"
+}
+
 # The suite's Go builds, one after another in the background at the lowest priority from the
 # suite's start, so that they take the cores the steps before leave idle (the waits of the
 # faults and of the double's tests): the control plane (scripts/control-plane.sh build, its
