@@ -99,55 +99,10 @@ fn uid(bed: &Bed, name: &str) -> String {
         .to_string()
 }
 
-/// The sum of every sample whose name and labels start with `prefix`.
-fn metric_sum(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// Waits until the metric sum for `prefix` reaches `at_least`; returns the metrics text.
-async fn wait_metric(m: &Metainit, addr: &str, prefix: &str, at_least: f64) -> String {
-    let start = std::time::Instant::now();
-    loop {
-        let text = admin_get(addr, "/metrics").await.1;
-        if metric_sum(&text, prefix) >= at_least {
-            return text;
-        }
-        assert!(
-            start.elapsed() < WAIT,
-            "{prefix} never reached {at_least}: {text}\n{:#?}",
-            m.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn wait_log(m: &Metainit, what: &str, check: impl Fn(&str) -> bool) -> String {
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(l) = m.log().into_iter().find(|l| check(l)) {
-            return l;
-        }
-        assert!(start.elapsed() < WAIT, "no log line {what}: {:#?}", m.log());
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-async fn wait_readyz(addr: &str, code: u16, body_has: &[&str]) -> String {
-    let start = std::time::Instant::now();
-    loop {
-        let (got, body) = admin_get(addr, "/readyz").await;
-        if got == code && body_has.iter().all(|w| body.contains(w)) {
-            return body;
-        }
-        assert!(
-            start.elapsed() < WAIT,
-            "/readyz stayed {got} {body:?}, wanted {code} with {body_has:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+async fn wait_metric(addr: &str, prefix: &str, at_least: f64) -> String {
+    let what = format!("{prefix} at {at_least} or more");
+    metrics_until(addr, &what, WAIT, |t| counter_sum(t, prefix) >= at_least).await
 }
 
 /// Row 1: RBAC lands after metainit. 403s are retried with backoff and warned with the
@@ -167,16 +122,18 @@ async fn forbidden_until_rbac_lands_then_cleared_within_seconds() {
         let m = bed.metainit(&[]);
         let addr = m.admin_addr().await;
         wait_metric(
-            &m,
             &addr,
             "metainit_clear_failures_total{reason=\"forbidden\"}",
             2.0,
         )
         .await;
-        let warn = wait_log(&m, "warning with the fix", |l| {
-            l.contains("WARN") && l.contains("403 Forbidden") && l.contains("manifests/rbac.yaml")
-        })
-        .await;
+        let warn = m
+            .logged("warning with the fix", |l| {
+                l.contains("WARN")
+                    && l.contains("403 Forbidden")
+                    && l.contains("manifests/rbac.yaml")
+            })
+            .await;
         assert!(warn.contains("default/p"), "{g:?}: {warn}");
         assert!(
             warn.contains("status.code=403 status.reason=Forbidden"),
@@ -215,16 +172,16 @@ async fn rejected_patches_are_counted_warned_and_retried() {
         let m = bed.metainit(&[]);
         let addr = m.admin_addr().await;
         wait_metric(
-            &m,
             &addr,
             "metainit_clear_failures_total{reason=\"rejected\"}",
             2.0,
         )
         .await;
-        let warn = wait_log(&m, "the rejection warned", |l| {
-            l.contains("WARN") && l.contains(text) && l.contains("default/p")
-        })
-        .await;
+        let warn = m
+            .logged("the rejection warned", |l| {
+                l.contains("WARN") && l.contains(text) && l.contains("default/p")
+            })
+            .await;
         assert!(warn.contains("denied by policy require-approval"), "{warn}");
         assert!(!g.blocked(&bed, "p").is_empty());
         bed.double.set_faults(Faults::default());
@@ -263,7 +220,9 @@ async fn once_retries_within_its_budget_then_names_what_it_could_not_clear() {
             "{}",
             m.out()
         );
-        let last = wait_log(&m, "could not clear", |l| l.contains("could not clear")).await;
+        let last = m
+            .logged("could not clear", |l| l.contains("could not clear"))
+            .await;
         assert!(
             last.contains("default/stuck")
                 && last.contains("422 Invalid")
@@ -324,11 +283,13 @@ async fn once_spends_one_budget_across_every_resource() {
     // 3 s of budget, from the start; a budget per resource takes 6 s at least.
     assert!(took < Duration::from_secs(4), "took {took:?}");
     assert!(m.out().contains("failed 1"), "{}", m.out());
-    wait_log(&m, "the pod's could not clear", |l| {
+    m.logged("the pod's could not clear", |l| {
         l.contains("could not clear") && l.contains("default/stuck-pod")
     })
     .await;
-    let last = wait_log(&m, "the error line", |l| l.starts_with("error:")).await;
+    let last = m
+        .logged("the error line", |l| l.starts_with("error:"))
+        .await;
     assert!(
         last.contains("LIST deployments not sent")
             && last.contains(&format!("{} (3s)", msg::TIMEOUT_SPENT)),
@@ -459,10 +420,11 @@ async fn once_cuts_an_attempt_in_flight_at_its_timeout() {
             took < Duration::from_secs(4),
             "{g:?}: exited after {took:?}"
         );
-        let line = wait_log(&m, "the object's could not clear", |l| {
-            l.contains(msg::COULD_NOT_CLEAR) && l.contains("default/stuck")
-        })
-        .await;
+        let line = m
+            .logged("the object's could not clear", |l| {
+                l.contains(msg::COULD_NOT_CLEAR) && l.contains("default/stuck")
+            })
+            .await;
         eprintln!("{line}");
         assert!(
             line.contains(msg::TIMEOUT_SPENT) && line.contains("(3s)"),
@@ -491,7 +453,7 @@ async fn once_waits_for_its_events_within_its_timeout() {
     assert_eq!(bed.double.faults().hang_count, 0, "{:#?}", m.log());
     assert!(took < Duration::from_secs(4), "exited after {took:?}");
     assert!(g.blocked(&bed, "p").is_empty());
-    wait_log(&m, "the Events' warning", |l| {
+    m.logged("the Events' warning", |l| {
         l.contains("some Events were not written")
     })
     .await;
@@ -512,7 +474,9 @@ async fn run_once(bed: &Bed, args: &[&str]) -> (Option<i32>, Duration, Metainit)
 
 /// The last line says that the `--timeout` budget of `budget` was spent.
 async fn assert_budget_named(m: &Metainit, budget: &str) {
-    let last = wait_log(m, "the error line", |l| l.starts_with("error:")).await;
+    let last = m
+        .logged("the error line", |l| l.starts_with("error:"))
+        .await;
     eprintln!("{last}");
     assert!(
         last.contains(msg::TIMEOUT_SPENT) && last.contains(&format!("within {budget}")),
@@ -545,18 +509,17 @@ async fn unanswered_requests_time_out_and_are_retried() {
         })
         .await;
         let text = wait_metric(
-            &m,
             &addr,
             "metainit_clear_failures_total{reason=\"timeout\"}",
             6.0,
         )
         .await;
         assert_eq!(
-            metric_sum(&text, "metainit_clear_failures_total{reason=\"timeout\"}"),
+            counter_sum(&text, "metainit_clear_failures_total{reason=\"timeout\"}"),
             6.0,
             "{text}"
         );
-        wait_log(&m, "the timeout warned", |l| {
+        m.logged("the timeout warned", |l| {
             l.contains("WARN") && l.contains("no answer within 1s")
         })
         .await;
@@ -638,7 +601,7 @@ async fn an_answer_that_stalls_after_its_headers_times_out() {
         "--request-timeout".into(),
         "1s".into(),
     ]);
-    wait_log(&m, "the stalled answer timed out", |l| {
+    m.logged("the stalled answer timed out", |l| {
         l.contains("p0") && l.contains("no answer within 1s")
     })
     .await;
@@ -660,7 +623,6 @@ async fn an_object_recreated_under_its_name_is_cleared() {
         let m = bed.metainit(&[]);
         let addr = m.admin_addr().await;
         wait_metric(
-            &m,
             &addr,
             "metainit_clear_failures_total{reason=\"rejected\"}",
             1.0,
@@ -690,7 +652,7 @@ async fn a_revision_that_goes_backwards_is_noticed_and_objects_cleared() {
         let snapshot = bed.double.snapshot();
         let m = bed.metainit(&["--resync-period", "1s"]);
         let addr = m.admin_addr().await;
-        wait_readyz(&addr, 200, &[]).await;
+        admin_until(&addr, "/readyz", 200, &[], WAIT).await;
         for i in 0..5 {
             bed.double
                 .create("pods", "default", g.held(&format!("before{i}")))
@@ -712,12 +674,11 @@ async fn a_revision_that_goes_backwards_is_noticed_and_objects_cleared() {
             g.blocked(&bed, "after").is_empty()
         })
         .await;
-        wait_log(&m, "the backwards revision warned", |l| {
+        m.logged("the backwards revision warned", |l| {
             l.contains("WARN") && l.contains("revision went backwards")
         })
         .await;
         wait_metric(
-            &m,
             &addr,
             "metainit_watch_restarts_total{cause=\"revision_backwards\"}",
             1.0,
@@ -735,14 +696,14 @@ async fn a_label_removed_while_the_patch_is_in_flight_is_respected() {
         let bed = g.bed().await;
         let m = bed.metainit(&[]);
         let addr = m.admin_addr().await;
-        wait_readyz(&addr, 200, &[]).await;
+        admin_until(&addr, "/readyz", 200, &[], WAIT).await;
         // Every answer now takes 2 s: the window in which the label goes.
         bed.double.set_faults(Faults {
             latency: Duration::from_secs(2),
             ..Faults::default()
         });
         bed.double.create("pods", "default", g.held("p")).unwrap();
-        wait_log(&m, "the PATCH sent", |l| {
+        m.logged("the PATCH sent", |l| {
             l.contains("patching") && l.contains("default/p")
         })
         .await;
@@ -752,13 +713,7 @@ async fn a_label_removed_while_the_patch_is_in_flight_is_respected() {
             .unwrap()
             .remove(LABEL);
         bed.double.update("pods", "default", obj).unwrap();
-        wait_metric(
-            &m,
-            &addr,
-            "metainit_clear_failures_total{reason=\"race\"}",
-            1.0,
-        )
-        .await;
+        wait_metric(&addr, "metainit_clear_failures_total{reason=\"race\"}", 1.0).await;
         bed.double.set_faults(Faults::default());
         // Nothing more comes for it: it is no longer selected.
         tokio::task::yield_now().await;
@@ -787,7 +742,6 @@ async fn readyz_follows_the_watch_with_the_real_reason() {
     let m = bed.metainit(&[]);
     let addr = m.admin_addr().await;
     wait_metric(
-        &m,
         &addr,
         "metainit_clear_failures_total{reason=\"server_error\"}",
         3.0,
@@ -813,17 +767,27 @@ async fn readyz_follows_the_watch_with_the_real_reason() {
         bed.double.create("pods", "default", g.held("p")).unwrap();
         let m = bed.metainit(&[]);
         let addr = m.admin_addr().await;
-        let body = wait_readyz(&addr, 503, &["watch of pods failed", "403 Forbidden"]).await;
+        let body = admin_until(
+            &addr,
+            "/readyz",
+            503,
+            &["watch of pods failed", "403 Forbidden"],
+            WAIT,
+        )
+        .await;
         assert!(body.contains("manifests/rbac.yaml"), "{body}");
-        let warn = wait_log(&m, "the watch's warning", |l| l.contains("watch failed")).await;
+        let warn = m
+            .logged("the watch's warning", |l| l.contains("watch failed"))
+            .await;
         assert!(
             warn.contains("WARN") && warn.contains("status.code=403 status.reason=Forbidden"),
             "the server's Status as fields: {warn}"
         );
         bed.double.set_tokens(tokens(g.all_perms()));
-        wait_readyz(&addr, 200, &[]).await;
+        admin_until(&addr, "/readyz", 200, &[], WAIT).await;
         eventually("cleared", WAIT, || g.blocked(&bed, "p").is_empty()).await;
-        wait_log(&m, "the recovery logged", |l| l.contains("watch recovered")).await;
+        m.logged("the recovery logged", |l| l.contains("watch recovered"))
+            .await;
         assert!(m.stop().await.success());
     }
 }
@@ -882,8 +846,8 @@ async fn events_are_retried_under_server_errors() {
     let start = std::time::Instant::now();
     let (written, lost) = loop {
         let text = admin_get(&addr, "/metrics").await.1;
-        let lost = metric_sum(&text, "metainit_event_failures_total")
-            + metric_sum(&text, "metainit_events_dropped_total");
+        let lost = counter_sum(&text, "metainit_event_failures_total")
+            + counter_sum(&text, "metainit_events_dropped_total");
         let written = bed.double.events().len();
         if written as f64 + lost >= N as f64 {
             break (written, lost);

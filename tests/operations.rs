@@ -10,33 +10,10 @@ use kube_double::Faults;
 const KUEUE: &str = "kueue.x-k8s.io/admission";
 const WAIT: Duration = Duration::from_secs(20);
 
-async fn wait_status(addr: &str, path: &str, want: u16) {
-    let start = std::time::Instant::now();
-    loop {
-        let (code, body) = admin_get(addr, path).await;
-        if code == want {
-            return;
-        }
-        assert!(
-            start.elapsed() < WAIT,
-            "{path} stayed {code} ({body}), wanted {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn metric(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
-/// The sum of every sample whose name and labels start with `prefix`.
-fn metric_sum(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 #[tokio::test]
@@ -44,17 +21,17 @@ async fn readyz_follows_the_api_server() {
     let bed = Bed::modern().await;
     let m = bed.metainit(&[]);
     let addr = m.admin_addr().await;
-    wait_status(&addr, "/healthz", 200).await;
-    wait_status(&addr, "/readyz", 200).await;
+    admin_until(&addr, "/healthz", 200, &[], WAIT).await;
+    admin_until(&addr, "/readyz", 200, &[], WAIT).await;
     bed.double.stop();
-    wait_status(&addr, "/readyz", 503).await;
+    admin_until(&addr, "/readyz", 503, &[], WAIT).await;
     assert_eq!(
         admin_get(&addr, "/healthz").await.0,
         200,
         "alive while the server is down"
     );
     bed.double.resume().await.unwrap();
-    wait_status(&addr, "/readyz", 200).await;
+    admin_until(&addr, "/readyz", 200, &[], WAIT).await;
     // And it still clears after the outage.
     bed.double
         .create("pods", "default", gated_pod("after", true, &[KUEUE]))
@@ -66,7 +43,7 @@ async fn readyz_follows_the_api_server() {
     let (_, text) = admin_get(&addr, "/metrics").await;
     // Every cause is there from the start at 0: the outage must have counted one.
     assert!(
-        metric_sum(&text, "metainit_watch_restarts_total{cause=") >= 1.0,
+        counter_sum(&text, "metainit_watch_restarts_total{cause=") >= 1.0,
         "{text}"
     );
     assert!(m.stop().await.success());
@@ -88,7 +65,7 @@ async fn readyz_waits_for_a_server_down_at_start() {
         gates(&bed.double.get("pods", "default", "p").unwrap()).is_empty()
     })
     .await;
-    wait_status(&addr, "/readyz", 200).await;
+    admin_until(&addr, "/readyz", 200, &[], WAIT).await;
     assert!(m.stop().await.success());
 }
 
@@ -134,7 +111,7 @@ async fn metrics_count_clears_failures_pending_and_latency() {
     let mut text = String::new();
     let start = std::time::Instant::now();
     // Counted whatever the reason label (503s, or a connection the server dropped).
-    while metric_sum(&text, "metainit_clear_failures_total{") < 1.0 {
+    while counter_sum(&text, "metainit_clear_failures_total{") < 1.0 {
         assert!(
             start.elapsed() < WAIT,
             "no failure counted: {text}\n{:#?}",
@@ -297,7 +274,7 @@ async fn sigterm_lets_in_flight_patches_finish() {
     let bed = Bed::modern().await;
     let m = bed.metainit(&[]);
     let addr = m.admin_addr().await;
-    wait_status(&addr, "/readyz", 200).await;
+    admin_until(&addr, "/readyz", 200, &[], WAIT).await;
     // Every request now takes 1.5 s on the server.
     bed.double.set_faults(Faults {
         latency: Duration::from_millis(1500),
@@ -347,7 +324,7 @@ async fn a_second_signal_exits_at_once() {
     let bed = Bed::modern().await;
     let m = bed.metainit(&["--shutdown-timeout", "60s"]);
     let addr = m.admin_addr().await;
-    wait_status(&addr, "/readyz", 200).await;
+    admin_until(&addr, "/readyz", 200, &[], WAIT).await;
     bed.double.set_faults(Faults {
         latency: Duration::from_secs(30),
         ..Faults::default()
@@ -403,7 +380,7 @@ async fn labelled_counters_are_there_at_zero_from_the_start() {
     let bed = Bed::modern().await;
     let m = bed.metainit(&[]);
     let addr = m.admin_addr().await;
-    wait_status(&addr, "/readyz", 200).await;
+    admin_until(&addr, "/readyz", 200, &[], WAIT).await;
     let (_, text) = admin_get(&addr, "/metrics").await;
     let mut want: Vec<String> = [
         "race",
@@ -461,7 +438,7 @@ async fn a_cut_watch_leaves_no_debug_dump_in_the_log() {
     });
     let m = bed.metainit(&[]);
     let addr = m.admin_addr().await;
-    wait_status(&addr, "/readyz", 200).await;
+    admin_until(&addr, "/readyz", 200, &[], WAIT).await;
     for i in 0..3 {
         bed.double
             .create(

@@ -299,12 +299,21 @@ impl Metainit {
 
     /// Waits until a line matching `line` is logged: a line is written after the change
     /// it reports reaches the server, so a test that saw the change must still wait.
-    pub async fn logged(&self, what: &str, line: impl Fn(&str) -> bool) {
-        let log = || self.log();
-        eventually(what, Duration::from_secs(20), || {
-            log().iter().any(|l| line(l))
-        })
-        .await;
+    /// Returns the first such line; fails, showing the log, after 20 s without one.
+    pub async fn logged(&self, what: &str, line: impl Fn(&str) -> bool) -> String {
+        let limit = Duration::from_secs(20);
+        let start = Instant::now();
+        loop {
+            if let Some(l) = self.log().into_iter().find(|l| line(l)) {
+                return l;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "no log line {what} within {limit:?}: {:#?}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
     }
 
     /// The process's id, while it runs.
@@ -470,20 +479,35 @@ pub async fn run_into_closed_pipe(args: &[&str], limit: Duration) -> (i32, Strin
     )
 }
 
-/// GET on the admin server: status code and body.
 /// Waits until metainit's `/readyz` answers 200, at most `wait`.
-pub async fn until_readyz(addr: &str, wait: std::time::Duration) {
-    let start = std::time::Instant::now();
+pub async fn until_readyz(addr: &str, wait: Duration) {
+    admin_until(addr, "/readyz", 200, &[], wait).await;
+}
+
+/// Waits until the admin server's `path` answers `code` with a body holding each of `has`,
+/// at most `limit`; returns that body.
+pub async fn admin_until(
+    addr: &str,
+    path: &str,
+    code: u16,
+    has: &[&str],
+    limit: Duration,
+) -> String {
+    let start = Instant::now();
     loop {
-        let (code, body) = admin_get(addr, "/readyz").await;
-        if code == 200 {
-            return;
+        let (got, body) = admin_get(addr, path).await;
+        if got == code && has.iter().all(|w| body.contains(w)) {
+            return body;
         }
-        assert!(start.elapsed() < wait, "/readyz stayed {code}: {body}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(
+            start.elapsed() < limit,
+            "{path} stayed {got} {body:?}, wanted {code} with {has:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
+/// GET on the admin server: status code and body.
 pub async fn admin_get(addr: &str, path: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr)
@@ -508,7 +532,8 @@ pub async fn admin_get(addr: &str, path: &str) -> (u16, String) {
     (code, body)
 }
 
-/// The sum of a counter family's samples in metainit's metrics text.
+/// The sum of every sample whose name and labels start with `name` in metainit's metrics
+/// text (a counter family's, or one labelled series).
 pub fn counter_sum(metrics: &str, name: &str) -> f64 {
     metrics
         .lines()
