@@ -9,7 +9,7 @@ mod common;
 
 use common::{
     control_plane::{WAIT, until},
-    fuzz::{Fault, Plan, Proxy},
+    fuzz::{Fault, Plan},
     msg,
     webhooks::{Kind, Rights, Scene},
 };
@@ -228,11 +228,8 @@ async fn kubernetes_1_21_to_1_25_runs_the_webhooks_only() {
         RequestKind::Get,
         Fault::At("/version".into(), Box::new(answer)),
     );
-    let proxy = Proxy::start(&s.kubeconfig, plan).await;
+    let proxy = s.behind(plan).await;
     proxy.faulty(true);
-    let proxied = s.kubeconfig.with_file_name("proxied.kubeconfig");
-    proxy.write_kubeconfig(&s.kubeconfig, &proxied);
-    s.kubeconfig = proxied;
 
     let (code, _, err) = s.run(&["--once"]).await;
     assert_eq!(code, 2, "{err}");

@@ -295,6 +295,17 @@ impl Scene {
         run_to_end_env(&all, env, WAIT).await
     }
 
+    /// The fault proxy (tests/common/fuzz.rs) in front of the real server, with `plan`: from
+    /// now on the scene's kubeconfig (metainit's, `run`'s) goes through it. It forwards
+    /// everything until `faulty(true)`.
+    pub async fn behind(&mut self, plan: super::fuzz::Plan) -> super::fuzz::Proxy {
+        let proxy = super::fuzz::Proxy::start(&self.kubeconfig, plan).await;
+        let proxied = self.kubeconfig.with_file_name("proxied.kubeconfig");
+        proxy.write_kubeconfig(&self.kubeconfig, &proxied);
+        self.kubeconfig = proxied;
+        proxy
+    }
+
     /// The audit log's entries for the scene's ServiceAccount, once each request is
     /// answered.
     pub fn requests(&self) -> Vec<Value> {
