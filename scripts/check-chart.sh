@@ -24,7 +24,7 @@
 #     file (files/prometheus-rules.yaml) is byte for byte the same;
 #   - docs/src/install/helm.md's table of the values is what scripts/chart-values.py makes.
 #
-#   bash scripts/check-chart.sh [BINARY]     (default target/debug/metainit)
+#   bash scripts/check-chart.sh [BINARY]     (default target/debug/metainit, under $CARGO_TARGET_DIR if set)
 #
 # helm is the one tests/helm/go.mod pins (scripts/helm.sh builds it), or $METAINIT_HELM.
 # Needs python3 with kubernetes-validate (which brings PyYAML), kubectl (for its built-in
@@ -32,7 +32,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-bin=${1:-target/debug/metainit}
+bin=${1:-${CARGO_TARGET_DIR:-target}/debug/metainit}
 chart=charts/metainit
 
 # shellcheck source=scripts/validate.sh

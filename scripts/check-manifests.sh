@@ -14,7 +14,7 @@
 # rules`, and the unit tests in scripts/NAME.test.yaml (for manifests/NAME.yaml) must pass
 # `promtool test rules`.
 #
-#   bash scripts/check-manifests.sh [BINARY]     (default target/debug/metainit)
+#   bash scripts/check-manifests.sh [BINARY]     (default target/debug/metainit, under $CARGO_TARGET_DIR if set)
 #
 # Needs python3 with kubernetes-validate (which brings PyYAML), openssl, kubectl
 # (for its built-in kustomize; nothing is sent to a cluster) and promtool.
@@ -23,7 +23,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-bin=${1:-target/debug/metainit}
+bin=${1:-${CARGO_TARGET_DIR:-target}/debug/metainit}
 
 # shellcheck source=scripts/validate.sh
 source scripts/validate.sh

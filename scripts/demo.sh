@@ -12,41 +12,25 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = --node ]; then exec bash scripts/demo-node.sh; fi
 [ $# -eq 0 ] || { echo "usage: bash scripts/demo.sh [--node]" >&2; exit 2; }
 
-cargo build -q -p metainit -p kube-double
-bin=target/debug
+cargo build -q -p metainit
+bin=${CARGO_TARGET_DIR:-target}/debug
 work=$(mktemp -d)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  double_stop
   wait 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-# shellcheck source=scripts/lib/logging.sh
-. scripts/lib/logging.sh
-# shellcheck source=scripts/lib/ports.sh
-. scripts/lib/ports.sh
-# shellcheck source=scripts/lib/wait.sh
-. scripts/lib/wait.sh
+# shellcheck source=scripts/lib/double.sh
+. scripts/lib/double.sh
 log_init demo
 
-start_double() { # generation, extra flags...
-  local gen=$1; shift
-  local port; port=$(free_port)
-  "$bin/kube-double" --generation "$gen" --listen "127.0.0.1:$port" --kubeconfig-out "$work/$gen.kubeconfig" "$@" \
-    >"$work/$gen.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 100); do
-    kubectl --kubeconfig "$work/$gen.kubeconfig" version >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "the double did not start: $(cat "$work/$gen.log")" >&2
-  exit 1
-}
 
 heading "Kubernetes 1.13 double, initializer podimage.example.com configured for pods"
-start_double legacy --initializer podimage.example.com=pods
+double_start "$work/legacy.kubeconfig" legacy --initializer podimage.example.com=pods
 export KUBECONFIG=$work/legacy.kubeconfig
 kubectl version 2>/dev/null | grep Server
 
@@ -112,7 +96,7 @@ heading "Kubernetes 1.33 double: a pod held by a scheduling gate whose controlle
 # goes: the API server sets that condition only at create (tests/cluster_gates.rs shows
 # the real kube-scheduler binding it). The workload kinds too: `status --risks` reads
 # their pod templates.
-start_double modern --resource deployments.apps --resource statefulsets.apps \
+double_start "$work/modern.kubeconfig" modern --resource deployments.apps --resource statefulsets.apps \
   --resource daemonsets.apps --resource replicasets.apps --resource jobs.batch
 export KUBECONFIG=$work/modern.kubeconfig
 kubectl create -f - <<'YAML'

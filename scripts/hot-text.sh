@@ -11,17 +11,16 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/lib/logging.sh
-. scripts/lib/logging.sh
+# shellcheck source=scripts/lib/double.sh
+. scripts/lib/double.sh
 log_init hot-text
 for tool in valgrind nm cargo-zigbuild python3; do
     command -v "$tool" >/dev/null || die "$tool not found"
 done
 
 work=$(mktemp -d)
-double_pid=
 cleanup() {
-    [[ -z $double_pid ]] || kill "$double_pid" 2>/dev/null || true
+    double_stop
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -34,18 +33,10 @@ cargo build --quiet --release -p metainit
 cp "$CARGO_TARGET_DIR/release/metainit" "$work/glibc"
 bash scripts/build-static.sh amd64 "$work/musl" >/dev/null 2>&1 \
     || die "scripts/build-static.sh amd64 failed: run it alone to see why"
-cargo build --quiet -p kube-double
 
 echo "--- start-up to idle, under callgrind"
 kc=$work/double.kubeconfig
-"$CARGO_TARGET_DIR/debug/kube-double" --generation modern --listen 127.0.0.1:0 \
-    --kubeconfig-out "$kc" >"$work/double.log" 2>&1 &
-double_pid=$!
-for _ in $(seq 1 100); do
-    [[ -s $kc ]] && break
-    sleep 0.1
-done
-[[ -s $kc ]] || die "the double did not start: $(cat "$work/double.log")"
+double_start "$kc" modern
 for build in glibc musl; do
     valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/$build.idle" \
         "$work/$build" --kubeconfig "$kc" --admin-addr 127.0.0.1:0 >"$work/$build.log" 2>&1 &

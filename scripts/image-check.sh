@@ -39,6 +39,8 @@ ca_bundle=/etc/ssl/certs/ca-certificates.crt
 
 # shellcheck source=scripts/lib/logging.sh
 source scripts/lib/logging.sh
+# shellcheck source=scripts/lib/double.sh
+source scripts/lib/double.sh
 log_init image-check --failed
 
 # cargo-cyclonedx: where .ci/run installs it, if it is not on PATH.
@@ -67,12 +69,8 @@ echo "metainit $version, revision $revision"
 
 tmp=$(mktemp -d)
 B=(buildah --root "$tmp/storage" --runroot "$tmp/run" --storage-driver vfs)
-double_pid=
 cleanup() {
-    if [[ -n $double_pid ]]; then
-        kill "$double_pid" 2>/dev/null || true
-        wait "$double_pid" 2>/dev/null || true
-    fi
+    double_stop
     "${B[@]}" rm --all >/dev/null 2>&1 || true
     "${B[@]}" rmi --all --force >/dev/null 2>&1 || true
     # Never delete through a mount buildah might have left behind.
@@ -202,17 +200,8 @@ done
 
 # The kube-apiserver double, as Kubernetes 1.33, for --once runs that have something to do.
 echo "--- starting the kube-apiserver double"
-cargo build --quiet -p kube-double
 double_kc=$tmp/context/double.kubeconfig
-"${CARGO_TARGET_DIR:-target}/debug/kube-double" --generation modern --listen 127.0.0.1:0 \
-    --kubeconfig-out "$double_kc" >"$tmp/double.log" 2>&1 &
-double_pid=$!
-for _ in $(seq 1 100); do
-    [[ -s $double_kc ]] && kubectl --kubeconfig "$double_kc" version >/dev/null 2>&1 && break
-    sleep 0.1
-done
-kubectl --kubeconfig "$double_kc" version >/dev/null 2>&1 \
-    || die "the double did not start: $(cat "$tmp/double.log")"
+double_start "$double_kc" modern
 k() { kubectl --kubeconfig "$double_kc" "$@"; }
 
 # gated_pods PREFIX: a labelled and an unlabelled pod, each held by a scheduling gate.

@@ -19,8 +19,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-# shellcheck source=scripts/lib/wait.sh
-. "$here/scripts/lib/wait.sh"
+# shellcheck source=scripts/lib/double.sh
+. "$here/scripts/lib/double.sh"
 log_init side-by-side
 
 original=${1:?usage: side-by-side.sh ORIGINAL [METAINIT] [RUNS]}
@@ -32,23 +32,11 @@ readonly LABEL=k8s.opsani.io/initializer PORT=8080
 [[ -x $metainit ]] || die "no metainit binary at $metainit (bash scripts/build-static.sh amd64 OUT)"
 
 work=$(mktemp -d)
-double_pid=
 cleanup() {
-  [[ -z $double_pid ]] || kill "$double_pid" 2>/dev/null || true
+  double_stop
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-# The 1.13 double on 127.0.0.1:8080, its kubeconfig at $work/kc.
-start_double() {
-  cargo build --quiet -p kube-double --manifest-path "$here/Cargo.toml"
-  "${CARGO_TARGET_DIR:-$here/target}/debug/kube-double" --generation legacy \
-    --listen "127.0.0.1:$PORT" --initializer podimage.example.com=pods \
-    --kubeconfig-out "$work/kc" >"$work/double.log" 2>&1 &
-  double_pid=$!
-  wait_for "the double on 127.0.0.1:$PORT" 10 test -s "$work/kc" \
-    || die "the double did not start (is $PORT taken?): $(cat "$work/double.log")"
-}
 
 # cleared NAME: the pod NAME has no pending initializer.
 cleared() {
@@ -103,7 +91,8 @@ print(f"medians: original {mib(o[0])} (peak {mib(o[1])}), metainit {mib(m[0])} "
       f"(peak {mib(m[1])}): {o[0] / m[0]:.1f}x less after the first clearing")'
 }
 
-start_double
+# The 1.13 double on 127.0.0.1:8080 (the port must be free), its kubeconfig at $work/kc.
+double_start "$work/kc" legacy --listen "127.0.0.1:$PORT" --initializer podimage.example.com=pods
 say "the original: $original ($("$python" -c 'import kubernetes; print("kubernetes", kubernetes.__version__)'), $("$python" --version))"
 say "metainit: $metainit ($("$metainit" --version | head -1))"
 measure | tee "$work/runs" >&2
