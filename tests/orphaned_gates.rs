@@ -1,7 +1,8 @@
 //! Orphaned gates (`--release-gate NAME=AGE`) where only the double will do: faults on
 //! demand (2,000 orphaned pods, back-dated as a restored server shows them, under 20 %
-//! errors; PATCHes refused until they are not) and bad rules and flags, the last against
-//! a 1.13 server. What a modern server does with the rules (which gate goes from which
+//! random errors) and bad rules and flags, the last against a 1.13 server. PATCHes refused
+//! until they are not are tests/cluster_orphaned_faults.rs's (the real server behind the
+//! fault proxy). What a modern server does with the rules (which gate goes from which
 //! pod, when, at what pace, the Events, metrics, log, `--dry-run`, a re-created pod,
 //! `status`) is tested on the real control plane: tests/cluster_orphaned.rs.
 
@@ -273,43 +274,3 @@ async fn chaos_2000_orphaned_pods_under_20_percent_errors() {
 }
 
 const NS: [&str; 2] = ["default", "team-b"];
-
-/// The failures of a release are counted per pod for its backoff and its log line; a pod
-/// released at last, then gone and back under the same name, starts from no failure.
-#[tokio::test]
-async fn release_failures_start_afresh_after_a_release_and_for_a_new_pod() {
-    let bed = Bed::modern().await;
-    let refuse = || kube_double::Faults {
-        error_fraction: 1.0,
-        error_codes: vec![500],
-        error_only: vec!["patch".into()],
-        ..kube_double::Faults::default()
-    };
-    bed.double.set_faults(refuse());
-    create_at(&bed, "default", gated_pod("p", false, &[A, KEEP]), ago(60));
-    let metainit = bed.metainit(&["--release-gate", &format!("{A}=20s")]);
-    let failed = |n: u32| {
-        move |l: &str| l.contains("object=default/p") && l.contains(&format!("failures={n} "))
-    };
-    metainit.logged("three failures in a row", failed(3)).await;
-    bed.double.set_faults(kube_double::Faults::default());
-    eventually("released", WAIT, || {
-        gates_in(&bed, "default", "p") == [KEEP]
-    })
-    .await;
-    let before = metainit.log().len();
-    bed.double.set_faults(refuse());
-    bed.double.delete("pods", "default", "p").expect("deleted");
-    create_at(&bed, "default", gated_pod("p", false, &[A, KEEP]), ago(60));
-    let first = || {
-        metainit.log()[before..]
-            .iter()
-            .find(|l| l.contains("object=default/p") && l.contains("failures="))
-            .cloned()
-    };
-    eventually("the new pod's first failure", WAIT, || first().is_some()).await;
-    let first = first().unwrap_or_default();
-    assert!(first.contains("failures=1 "), "{first}");
-    bed.double.set_faults(kube_double::Faults::default());
-    assert!(metainit.stop().await.success());
-}
