@@ -51,7 +51,10 @@ async fn watch_starts_answered(code: u16) {
             (RequestKind::WatchStart, Fault::Status(code, None, None)),
             (
                 RequestKind::Patch,
-                Fault::At(pod_path, Box::new(Fault::Status(422, None, Some(refused())))),
+                Fault::At(
+                    pod_path,
+                    Box::new(Fault::Status(422, None, Some(refused()))),
+                ),
             ),
         ]))
         .await;
@@ -91,7 +94,10 @@ async fn watch_starts_answered(code: u16) {
         "{patched} PATCHes of the refused pod in 12 s"
     );
     let (code_now, body) = admin_get(&addr, "/readyz").await;
-    assert_eq!(code_now, 503, "/readyz while every watch start fails: {body}");
+    assert_eq!(
+        code_now, 503,
+        "/readyz while every watch start fails: {body}"
+    );
 
     assert!(
         !s.gates("backoff", "refused-1").await.is_empty(),
@@ -101,7 +107,10 @@ async fn watch_starts_answered(code: u16) {
     // Lifted: the watch starts, and the pod is cleared once the policy lets it through.
     proxy.faulty(false);
     until("cleared once the faults are lifted", WAIT, || async {
-        s.gates("backoff", "refused-1").await.is_empty().then_some(())
+        s.gates("backoff", "refused-1")
+            .await
+            .is_empty()
+            .then_some(())
     })
     .await;
     until_readyz(&addr, WAIT).await;
@@ -137,7 +146,10 @@ async fn a_list_slower_than_the_resync_period_completes() {
     for item in &mut items {
         item["spec"]["schedulerName"] = json!("none");
     }
-    s.add("resync", &json!({"apiVersion": "v1", "kind": "List", "items": items}));
+    s.add(
+        "resync",
+        &json!({"apiVersion": "v1", "kind": "List", "items": items}),
+    );
     // Each page 600 ms: the list takes 1.8 s, the period is 1 s.
     let proxy = s
         .behind(Plan::Fixed(
@@ -148,9 +160,11 @@ async fn a_list_slower_than_the_resync_period_completes() {
     proxy.faulty(true);
     let m = s.metainit(&["--resync-period", "1s"]);
     let addr = m.admin_addr().await;
-    until("the pod on the last page cleared", Duration::from_secs(60), || async {
-        s.gates("resync", "p-9999").await.is_empty().then_some(())
-    })
+    until(
+        "the pod on the last page cleared",
+        Duration::from_secs(60),
+        || async { s.gates("resync", "p-9999").await.is_empty().then_some(()) },
+    )
     .await;
     until_readyz(&addr, Duration::from_secs(30)).await;
     let continued = of(&proxy.seen(), RequestKind::Continue, "continue=");
