@@ -42,11 +42,10 @@ pub fn finding(world: &World, service: &Service, running: &Running) -> Option<Fi
         .collect();
     let names: Vec<String> = ws.iter().map(|w| w.id()).collect();
     let mut why = format!(
-        "{} fail{} closed and {service} has no ready endpoint now: no pod can be created in namespace{} {}",
+        "{} fail{} closed and {service} has no ready endpoint now: no pod can be created in {}",
         names.join(" and "),
         if ws.len() == 1 { "s" } else { "" },
-        if namespaces.len() == 1 { "" } else { "s" },
-        namespaces.join(", ")
+        blocked_where(&ws, &namespaces)
     );
     if !daemons.is_empty() {
         why += &format!(
@@ -78,6 +77,29 @@ pub fn finding(world: &World, service: &Service, running: &Running) -> Option<Fi
         metainit,
         covered,
     })
+}
+
+/// Where the webhooks `ws` refuse pods: today's namespaces, or, when their selectors take
+/// none of them, the selectors (a namespace created later that matches is blocked).
+fn blocked_where(ws: &[&Webhook], namespaces: &[String]) -> String {
+    match namespaces {
+        [one] => format!("namespace {one}"),
+        [] => {
+            let selectors: Vec<String> = ws
+                .iter()
+                .map(|w| match &w.namespace_selector {
+                    serde_json::Value::Null => "{}".to_string(),
+                    selector => selector.to_string(),
+                })
+                .collect();
+            format!(
+                "a namespace {} namespaceSelector {} takes (none of today's does)",
+                if ws.len() == 1 { "its" } else { "their" },
+                selectors.join(" or ")
+            )
+        }
+        many => format!("namespaces {}", many.join(", ")),
+    }
 }
 
 #[cfg(test)]
@@ -166,5 +188,31 @@ mod tests {
         let mut up = w.clone();
         up.down.clear();
         assert!(forecast(&up, &running).iter().all(|f| f.risk != Risk::Down));
+    }
+
+    /// A down webhook whose namespaceSelector takes no namespace that exists today: what it
+    /// would block is its selector, never an empty list (issue 61, item 6).
+    #[test]
+    fn a_down_webhook_that_takes_no_namespace_today_names_its_selector() {
+        let mut w = kueue_down();
+        w.webhooks[0].namespace_selector = json!({"matchLabels": {"team": "ml"}});
+        let running = Running {
+            label_key: "k8s.opsani.io/initializer".into(),
+            ..Running::default()
+        };
+        let f: Vec<_> = forecast(&w, &running)
+            .into_iter()
+            .filter(|f| f.risk == Risk::Down)
+            .collect();
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].objects.is_empty(), "{:?}", f[0].objects);
+        assert!(!f[0].why.contains("in namespaces "), "{}", f[0].why);
+        assert!(
+            f[0].why.contains(
+                r#"no pod can be created in a namespace its namespaceSelector {"matchLabels":{"team":"ml"}} takes (none of today's does)"#
+            ),
+            "{}",
+            f[0].why
+        );
     }
 }
