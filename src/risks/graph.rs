@@ -67,7 +67,7 @@ pub struct World {
 
 impl World {
     /// A namespace's labels, with the one the API server sets on every namespace.
-    fn namespace_labels(&self, ns: &str) -> Labels {
+    pub(super) fn namespace_labels(&self, ns: &str) -> Labels {
         let mut labels = self.namespaces.get(ns).cloned().unwrap_or_default();
         labels
             .entry(NS_LABEL.to_string())

@@ -4,6 +4,7 @@
 //! running metainit (its label key, `--webhooks`, `--release-gate`) would clear it.
 //! `status --risks` runs it and prints the findings (`status/risks.rs`, `status/forecast.rs`).
 
+mod control;
 mod down;
 pub mod graph;
 pub mod read;
@@ -22,6 +23,7 @@ pub enum Risk {
     Cycle,
     Binding,
     SystemPods,
+    ControlPlane,
     UnliftedGates,
 }
 
@@ -33,6 +35,7 @@ impl Risk {
             Risk::Cycle => "cycle",
             Risk::Binding => "binding",
             Risk::SystemPods => "system-pods",
+            Risk::ControlPlane => "control-plane",
             Risk::UnliftedGates => "unlifted-gates",
         }
     }
@@ -83,6 +86,12 @@ pub fn forecast(world: &World, running: &Running) -> Vec<Finding> {
             out.push(system_pods(world, w, &system, running));
         }
     }
+    out.extend(
+        world
+            .webhooks
+            .iter()
+            .filter_map(|w| control::finding(world, w, running)),
+    );
     for service in &world.down {
         out.extend(down::finding(world, service, running));
     }

@@ -76,39 +76,50 @@ pub fn map_selects(selector: &Labels, labels: &Labels) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
-/// An admission request, as a webhook's rules see it: the core group's v1, an operation on
-/// a resource and, maybe, a subresource (`pods`, `CREATE`; `pods/binding`, `CREATE`).
+/// An admission request, as a webhook's rules see it: a group's v1 (`""`: the core group),
+/// an operation on a resource and, maybe, a subresource (`pods`, `CREATE`; `pods/binding`,
+/// `CREATE`), namespaced or cluster-scoped (a rule's `scope`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request<'a> {
+    pub group: &'a str,
     pub resource: &'a str,
     pub subresource: Option<&'a str>,
     pub operation: &'a str,
+    pub namespaced: bool,
 }
 
-pub const POD_CREATE: Request<'static> = Request {
-    resource: "pods",
-    subresource: None,
-    operation: "CREATE",
-};
+impl Request<'static> {
+    /// A namespaced request on a core-group resource.
+    pub const fn core(resource: &'static str, operation: &'static str) -> Request<'static> {
+        Request {
+            group: "",
+            resource,
+            subresource: None,
+            operation,
+            namespaced: true,
+        }
+    }
+}
+
+pub const POD_CREATE: Request<'static> = Request::core("pods", "CREATE");
 
 pub const POD_BINDING: Request<'static> = Request {
-    resource: "pods",
     subresource: Some("binding"),
-    operation: "CREATE",
+    ..Request::core("pods", "CREATE")
 };
 
 /// The kubelet's (and the scheduler's) writes of a pod's status: its Ready condition, which
 /// a Service's endpoints wait for.
 pub const POD_STATUS: Request<'static> = Request {
-    resource: "pods",
     subresource: Some("status"),
-    operation: "UPDATE",
+    ..Request::core("pods", "UPDATE")
 };
 
-/// Whether any of a webhook's `rules` covers `request` (a core-group, namespaced, v1
-/// request): its group `""` or `*`, its version `v1` or `*`, the operation or `*`, and a
-/// resource entry `pods`, `pods/binding`, `pods/*`, `*`, `*/binding` or `*/*` (`pods`
-/// and `*` are the main resource only; `x/*` every subresource of x, `*/*` everything).
+/// Whether any of a webhook's `rules` covers `request` (a v1 request): its group or `*`,
+/// its version `v1` or `*`, the operation or `*`, a scope that takes it (`*`, `Namespaced`
+/// or `Cluster`), and a resource entry `pods`, `pods/binding`, `pods/*`, `*`, `*/binding`
+/// or `*/*` (`pods` and `*` are the main resource only; `x/*` x and every subresource of
+/// it, `*/*` everything).
 pub fn covers(rules: &Value, request: Request<'_>) -> bool {
     rules
         .as_array()
@@ -134,10 +145,14 @@ fn rule_covers(rule: &Value, r: Request<'_>) -> bool {
         .flatten()
         .filter_map(Value::as_str)
         .any(|entry| resource_matches(entry, r));
-    has("apiGroups", &["", "*"])
+    let scope_ok = match r.namespaced {
+        true => matches!(scope, "*" | "Namespaced"),
+        false => matches!(scope, "*" | "Cluster"),
+    };
+    has("apiGroups", &[r.group, "*"])
         && has("apiVersions", &["v1", "*"])
         && has("operations", &[r.operation, "*"])
-        && matches!(scope, "*" | "Namespaced")
+        && scope_ok
         && resource_ok
 }
 
@@ -149,7 +164,9 @@ fn resource_matches(entry: &str, r: Request<'_>) -> bool {
     let res_ok = res == "*" || res == r.resource;
     let sub_ok = match (sub, r.subresource) {
         (None, None) => true,
-        (Some("*"), Some(_)) => true,
+        // As the API server's rule matcher: `x/*` takes x itself too (its subresource
+        // `""` against `*`), though the API reference says "all subresources of x".
+        (Some("*"), _) => true,
         (Some(s), Some(wanted)) => s == wanted,
         _ => false,
     };
@@ -210,10 +227,11 @@ mod tests {
             &rule(json!(["pods/*"]), create.clone()),
             POD_BINDING
         ));
-        assert!(!covers(
-            &rule(json!(["pods/*"]), create.clone()),
-            POD_CREATE
-        ));
+        assert!(
+            covers(&rule(json!(["pods/*"]), create.clone()), POD_CREATE),
+            "pods/* takes pods too, as kube-apiserver's matcher does"
+        );
+        assert!(covers(&rule(json!(["*/*"]), create.clone()), POD_CREATE));
         assert!(covers(
             &rule(json!(["pods/binding"]), create.clone()),
             POD_BINDING
@@ -231,6 +249,29 @@ mod tests {
         let cluster = json!([{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["pods"], "scope": "Cluster"}]);
         assert!(!covers(&cluster, POD_CREATE));
         assert!(!covers(&Value::Null, POD_CREATE));
+    }
+
+    #[test]
+    fn rules_cover_other_groups_and_cluster_scoped_resources() {
+        let node = Request {
+            namespaced: false,
+            ..Request::core("nodes", "CREATE")
+        };
+        let lease = Request {
+            group: "coordination.k8s.io",
+            ..Request::core("leases", "UPDATE")
+        };
+        let everything = json!([{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*"]}]);
+        assert!(covers(&everything, node) && covers(&everything, lease));
+        let cluster = json!([{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*"], "scope": "Cluster"}]);
+        assert!(covers(&cluster, node) && !covers(&cluster, lease));
+        let core = json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"], "resources": ["*"]}]);
+        assert!(
+            covers(&core, node) && !covers(&core, lease),
+            "leases are not core"
+        );
+        let leases = json!([{"apiGroups": ["coordination.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["leases"]}]);
+        assert!(!covers(&leases, lease), "renewals are UPDATEs");
     }
 
     #[test]
