@@ -3,8 +3,9 @@
 //! metainit's memory and file descriptors must stay bounded, a fresh probe must still be
 //! answered within a second, and a labelled pod must still be cleared as fast.
 //!
-//! `METAINIT_FLOOD=10000 cargo test --test admin_flood -- --nocapture` runs a larger
-//! flood and prints the figures RELIABILITY.md quotes.
+//! metainit runs on the real control plane, as a scene of its own (it ran on the double
+//! before). `cargo test --test admin_flood -- --ignored --nocapture` prints the figures
+//! RELIABILITY.md quotes; `METAINIT_FLOOD=10000` runs a larger flood.
 
 mod common;
 
@@ -16,26 +17,33 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::*;
+use common::{
+    admin_get,
+    control_plane::until,
+    eventually,
+    scene::{Rights, Scene},
+};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
 };
 
 const KUEUE: &str = "kueue.x-k8s.io/admission";
+const NS: &str = "flood";
 const FLOOD: usize = 3000;
 const PROBES: usize = 10;
 const MIB: u64 = 1024 * 1024;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the real tier: a Go-built control plane (bash scripts/test.sh runs it; or cargo test --test NAME -- --ignored)"]
 async fn a_flood_of_half_requests_bounds_memory_and_leaves_probes_and_clearing_alone() {
     let count = flood_size();
-    let bed = Bed::modern().await;
-    let m = bed.metainit(&[]);
+    let s = Scene::new(&[NS], Rights::Files).await;
+    let m = s.metainit(&[]);
     let addr = m.admin_addr().await;
     let pid = m.child.id().expect("running");
     eventually_ready(&addr).await;
-    let calm = clear_time(&bed, "calm").await;
+    let calm = clear_time(&s, "calm").await;
     for _ in 0..5 {
         admin_get(&addr, "/metrics").await;
     }
@@ -61,7 +69,7 @@ async fn a_flood_of_half_requests_bounds_memory_and_leaves_probes_and_clearing_a
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let flooded = clear_time(&bed, "flooded").await;
+    let flooded = clear_time(&s, "flooded").await;
     // Two more seconds of a byte every two seconds: the head deadline's work.
     tokio::time::sleep(Duration::from_secs(2)).await;
     sampler.abort();
@@ -109,7 +117,7 @@ async fn a_flood_of_half_requests_bounds_memory_and_leaves_probes_and_clearing_a
 }
 
 /// The flood's size, within what this process may open (the soft limit raised to the hard
-/// one, less `SPARE` for the double, the pipes and the probes): the count must stay well
+/// one, less `SPARE` for the scene's clients, the pipes and the probes): the count must stay well
 /// above the admin server's bound to prove it.
 fn flood_size() -> usize {
     use rustix::process::{Resource, getrlimit, setrlimit};
@@ -147,13 +155,11 @@ async fn eventually_ready(addr: &str) {
 }
 
 /// How long a labelled gated pod waits to be cleared.
-async fn clear_time(bed: &Bed, name: &str) -> Duration {
+async fn clear_time(s: &Scene, name: &str) -> Duration {
     let start = Instant::now();
-    bed.double
-        .create("pods", "default", gated_pod(name, true, &[KUEUE]))
-        .expect("created");
-    eventually("cleared", Duration::from_secs(20), || {
-        gates(&bed.double.get("pods", "default", name).expect("exists")).is_empty()
+    s.add(NS, &s.gated_pod(name, KUEUE));
+    until("cleared", Duration::from_secs(20), || async {
+        s.gates(NS, name).await.is_empty().then_some(())
     })
     .await;
     start.elapsed()

@@ -537,46 +537,13 @@ async fn start_up_failures_give_the_last_error_or_say_nothing_answered() {
     );
 }
 
+/// Bad values from the environment are refused before any request (the booleans that are
+/// accepted: tests/cluster_cli.rs).
 #[tokio::test]
-async fn a_zero_timeout_tries_once_against_a_healthy_server() {
-    let bed = common::Bed::modern().await;
-    let kc = bed.kubeconfig.display().to_string();
-    for args in [
-        vec!["status", "--kubeconfig", &kc, "--timeout", "0s"],
-        vec!["--kubeconfig", &kc, "--once", "--timeout", "0s"],
-    ] {
-        // Several times: a zero deadline used to race the first answer.
-        for _ in 0..5 {
-            let (code, _, stderr) = run_to_end(&args, LIMIT).await;
-            assert_eq!(code, 0, "{args:?}: {stderr}");
-        }
-    }
-}
-
-#[tokio::test]
-async fn booleans_and_bad_values_from_the_environment() {
-    let bed = common::Bed::modern().await;
-    let kc = bed.kubeconfig.display().to_string();
-    bed.double
-        .create(
-            "pods",
-            "default",
-            common::gated_pod("p", true, &["example.com/g"]),
-        )
-        .unwrap();
+async fn bad_values_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig(dir.path(), "kc", "http://127.0.0.1:1");
     let args = ["--kubeconfig", kc.as_str(), "--admin-addr", "127.0.0.1:0"];
-    for (once, dry) in [("1", "YES"), ("true", "1"), ("Yes", "True")] {
-        let env = [("METAINIT_ONCE", once), ("METAINIT_DRY_RUN", dry)];
-        let (code, out, err) = run_to_end_env(&args, &env, LIMIT).await;
-        assert_eq!(code, 0, "{env:?}: {err}");
-        assert!(out.contains("would clear 1,"), "{env:?}: {out}");
-    }
-    assert!(!common::gates(&bed.double.get("pods", "default", "p").unwrap()).is_empty());
-    let env = [("METAINIT_ONCE", "yes"), ("METAINIT_DRY_RUN", "no")];
-    let (code, out, err) = run_to_end_env(&args, &env, LIMIT).await;
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("cleared 1,"), "{out}");
-
     for (var, value, rule) in [
         ("METAINIT_DRY_RUN", "maybe", common::msg::BOOLEAN_RULE),
         ("METAINIT_ONCE", "on-ish", common::msg::BOOLEAN_RULE),
@@ -616,7 +583,8 @@ async fn booleans_and_bad_values_from_the_environment() {
 
 #[tokio::test]
 async fn admin_addr_takes_localhost_and_says_what_form_it_expects() {
-    let bed = common::Bed::modern().await;
+    // 1.13's double is enough: the flag's parsing and the admin server's address.
+    let bed = common::Bed::legacy(&[]).await;
     let kc = bed.kubeconfig.display().to_string();
     let m = common::Metainit::spawn(&[
         "--kubeconfig".into(),
@@ -645,41 +613,12 @@ async fn admin_addr_takes_localhost_and_says_what_form_it_expects() {
     }
 }
 
+/// An invalid node name is refused before any request, typed or from `NODE_NAME` (the
+/// fallback to `NODE_NAME` and the hostname: tests/cluster_cli.rs).
 #[tokio::test]
-async fn node_name_falls_back_and_refuses_an_invalid_one() {
-    let bed = common::Bed::modern().await;
-    let kc = bed.kubeconfig.display().to_string();
-    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .to_ascii_lowercase();
-    for (i, (env, want)) in [(Some("cp-9"), "cp-9"), (None, hostname.as_str())]
-        .into_iter()
-        .enumerate()
-    {
-        let name = format!("p{i}");
-        bed.double
-            .create(
-                "pods",
-                "default",
-                common::gated_pod(&name, true, &["example.com/g"]),
-            )
-            .unwrap();
-        let env: Vec<(&str, &str)> = env.map(|e| ("NODE_NAME", e)).into_iter().collect();
-        let (code, _, err) = run_to_end_env(
-            &["--kubeconfig", &kc, "--once", "--node-name", ""],
-            &env,
-            LIMIT,
-        )
-        .await;
-        assert_eq!(code, 0, "{err}");
-        let events = bed.double.events();
-        let event = events
-            .iter()
-            .find(|e| e["involvedObject"]["name"] == name.as_str())
-            .unwrap_or_else(|| panic!("no Event for {name}: {events:#?}"));
-        assert_eq!(event["reportingInstance"], want, "{env:?}");
-    }
+async fn an_invalid_node_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig(dir.path(), "kc", "http://127.0.0.1:1");
     let (code, _, err) = run_to_end(
         &[
             "--kubeconfig",
@@ -716,37 +655,12 @@ async fn node_name_falls_back_and_refuses_an_invalid_one() {
     );
 }
 
+/// A label key given both as `status`'s argument and as `--label-key` is refused (the
+/// positional key itself: tests/cluster_cli.rs).
 #[tokio::test]
-async fn status_takes_the_positional_label_key() {
-    let bed = common::Bed::modern().await;
-    let kc = bed.kubeconfig.display().to_string();
-    let mut p = common::gated_pod("p", false, &["example.com/g"]);
-    p["metadata"]["labels"]["example.com/mine"] = "x".into();
-    bed.double.create("pods", "default", p).unwrap();
-    let labelled = |out: &str| {
-        let report: serde_json::Value = serde_json::from_str(out).expect("json");
-        (
-            report["labelKey"].clone(),
-            report["items"][0]["labelled"].clone(),
-        )
-    };
-    let (code, out, err) = run_to_end(
-        &[
-            "status",
-            "example.com/mine",
-            "--kubeconfig",
-            &kc,
-            "-o",
-            "json",
-        ],
-        LIMIT,
-    )
-    .await;
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(labelled(&out), ("example.com/mine".into(), true.into()));
-    let (code, out, _) = run_to_end(&["status", "--kubeconfig", &kc, "-o", "json"], LIMIT).await;
-    assert_eq!(code, 0);
-    assert_eq!(labelled(&out), (common::LABEL.into(), false.into()));
+async fn status_refuses_a_label_key_given_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig(dir.path(), "kc", "http://127.0.0.1:1");
     expect(
         &[
             "status",
@@ -881,23 +795,6 @@ async fn check_config_checks_every_rule_that_needs_no_server() {
     assert_eq!((code, out.as_str()), (0, "configuration OK\n"));
 }
 
-#[tokio::test]
-async fn kubeconfig_variable_skips_missing_files_as_kubectl_does() {
-    let bed = common::Bed::modern().await;
-    bed.double
-        .create(
-            "pods",
-            "default",
-            common::gated_pod("p", true, &["example.com/g"]),
-        )
-        .unwrap();
-    let list = format!("/nonexistent/config:{}", bed.kubeconfig.display());
-    let (code, out, err) =
-        run_to_end_env(&["--once"], &[("KUBECONFIG", list.as_str())], LIMIT).await;
-    assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("cleared 1,"), "{out}");
-    assert!(common::gates(&bed.double.get("pods", "default", "p").unwrap()).is_empty());
-}
 #[test]
 fn the_troubleshooting_guide_has_every_message_the_tests_assert() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src/troubleshooting.md");

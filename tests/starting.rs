@@ -1,14 +1,15 @@
 //! Start-up against a server that is itself starting: kube-apiserver answers every user 403,
 //! `/version` included, for about a second after it starts serving (before its RBAC policy is
 //! in place), while its `/readyz` answers 500. That is a wait, never an exit (the static pod
-//! crash-looped on it); a 403 that persists once `/readyz` is 200 is still the RBAC error.
+//! crash-looped on it). A 403 that persists once `/readyz` is 200 is still the RBAC error:
+//! tests/cluster_starting.rs, on kube-apiserver.
 
 mod common;
 
 use std::time::Duration;
 
 use common::*;
-use kube_double::{Config, Faults};
+use kube_double::Faults;
 
 const GATE: &str = "kueue.x-k8s.io/admission";
 
@@ -19,6 +20,7 @@ fn starting(on: bool) -> Faults {
     }
 }
 
+// The double: no proxy answers every request 403 and `/readyz` 500 at once.
 #[tokio::test]
 async fn a_403_while_the_server_starts_is_a_wait_not_an_exit() {
     let bed = Bed::modern().await;
@@ -74,6 +76,7 @@ async fn a_403_while_the_server_starts_is_a_wait_not_an_exit() {
 /// second (#52): the watch's failure says the server is starting, from its `/readyz`, never
 /// "grant" (nothing needs granting), in the log and in metainit's own `/readyz`; and once the
 /// server is up, the watch recovers and clears again.
+// The double: no proxy restarts the server under metainit, 403 and `/readyz` 500 after.
 #[tokio::test]
 async fn a_restarted_server_s_403_is_its_start_up_not_missing_rbac() {
     let bed = Bed::modern().await;
@@ -126,94 +129,4 @@ async fn a_restarted_server_s_403_is_its_start_up_not_missing_rbac() {
     )
     .await;
     assert!(m.stop().await.success());
-}
-
-/// A 403 once the server is ready: RBAC is missing, and the message says what to grant.
-#[tokio::test]
-async fn a_403_from_a_ready_server_still_exits_2_with_the_rbac_advice() {
-    let bed = Bed::as_user(Config::modern(), &["get pods", "watch pods", "patch pods"]).await;
-    let args = [
-        "--kubeconfig",
-        bed.kubeconfig.to_str().unwrap(),
-        "--once",
-        "--timeout",
-        "20s",
-    ];
-    let (code, _, err) = run_to_end(&args, Duration::from_secs(30)).await;
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("LIST pods: forbidden")
-            && err.contains("grant the permissions in manifests/rbac.yaml"),
-        "{err}"
-    );
-}
-
-/// Where RBAC grants list but not watch, `/readyz` stays 503: a LIST answered (each resync
-/// lists) ends a failed list, never a failed watch start (it flipped to 200 for each list).
-#[tokio::test]
-async fn readiness_does_not_flap_when_watch_is_refused() {
-    let bed = Bed::as_user(
-        Config::modern(),
-        &["get pods", "list pods", "patch pods", "create events"],
-    )
-    .await;
-    // Each request 300 ms: a list, then a refused watch start, each long enough to be seen.
-    bed.double.set_faults(Faults {
-        latency: Duration::from_millis(300),
-        ..Faults::default()
-    });
-    let m = bed.metainit(&["--resync-period", "1s"]);
-    let addr = m.admin_addr().await;
-    // From the first watch start refused and reported on (before it, the first list done is
-    // ready).
-    let refused = || {
-        bed.double
-            .requests()
-            .iter()
-            .filter(|r| r.path_and_query.contains("watch=true") && r.status == 403)
-            .count()
-    };
-    eventually("a watch start refused", Duration::from_secs(20), || {
-        refused() >= 1
-    })
-    .await;
-    // And reported: metainit asks the server's /readyz about a 403 first (is it starting?).
-    let mut reported = false;
-    for _ in 0..200 {
-        if admin_get(&addr, "/readyz").await.0 == 503 {
-            reported = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(reported, "the refused watch never made /readyz 503");
-    bed.double.clear_requests();
-    let start = std::time::Instant::now();
-    let (mut answers, mut lists) = (Vec::new(), 0);
-    while start.elapsed() < Duration::from_secs(6) {
-        answers.push(admin_get(&addr, "/readyz").await.0);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        lists = bed
-            .double
-            .requests()
-            .iter()
-            .filter(|r| {
-                r.method == "GET"
-                    && r.path_and_query.starts_with("/api/v1/pods?")
-                    && r.status == 200
-            })
-            .filter(|r| !r.path_and_query.contains("watch=true"))
-            .count();
-    }
-    let refused = refused();
-    assert!(
-        lists >= 3 && refused >= 1,
-        "{lists} lists, {refused} watch starts refused"
-    );
-    assert!(
-        answers.iter().all(|c| *c == 503),
-        "/readyz answered {:?} while the watch was refused",
-        answers.iter().filter(|c| **c != 503).collect::<Vec<_>>()
-    );
-    m.stop().await;
 }
