@@ -1,7 +1,7 @@
 //! `--webhooks` where only the double will do: a server whose revision goes backwards (an
-//! etcd restore), a server reporting Kubernetes 1.13 or 1.20, and answers slowed on
-//! demand. Everything a modern server does with webhooks (which pods it admits, the
-//! configuration it stores, the Events, the RBAC) is tested on the real control plane:
+//! etcd restore) and a server reporting Kubernetes 1.13. Everything a modern server does
+//! with webhooks (which pods it admits, the configuration it stores, the Events, the RBAC,
+//! a server reporting 1.20, a slow first list) is tested on the real control plane:
 //! tests/cluster_webhooks*.rs (docs/src/developers/double.md, "What moved to the real
 //! server"). The double stores webhook configurations, Services and EndpointSlices and
 //! calls no webhook, so these tests read what metainit wrote on the configuration.
@@ -93,6 +93,8 @@ fn patches_to(bed: &Bed, plural: &str, name: &str) -> Vec<(SystemTime, Value)> {
 /// the webhook configurations and of the endpoints resume from a version the server has
 /// not reached and hear nothing. The resync lists them again, so a deadlock that starts
 /// after the restore is still broken.
+// On the double: no proxy makes a server's revision go backwards, and the shared etcd is not
+// to be restored under the other tests.
 #[tokio::test]
 async fn a_deadlock_after_an_etcd_restore_is_still_broken() {
     let bed = Bed::modern().await;
@@ -160,93 +162,4 @@ async fn bad_webhook_flags_exit_2_saying_what_to_fix() {
         (vec!["--webhooks", "--once"], "is v1.13.12: drop --webhooks"),
     ];
     each_refused(&kubeconfig, &cases).await;
-}
-
-/// 1.14 to 1.20: no `kubernetes.io/metadata.name` on namespaces (the exemption would
-/// exempt nothing) and no EndpointSlice v1: `--webhooks` exits 2 naming the version.
-#[tokio::test]
-async fn kubernetes_1_20_refuses_webhooks_naming_the_version() {
-    let bed = bed_reporting((1, 20)).await;
-    let kubeconfig = bed.kubeconfig.display().to_string();
-    for extra in [&[][..], &["--once"][..]] {
-        let mut args = vec!["--kubeconfig", kubeconfig.as_str(), "--webhooks"];
-        args.extend_from_slice(extra);
-        let (code, _, err) = run_to_end(&args, WAIT).await;
-        assert_eq!(code, 2, "{args:?}: {err}");
-        assert!(
-            err.contains(msg::WEBHOOKS_TOO_OLD) && err.contains("is v1.20.0: drop --webhooks"),
-            "{args:?}: {err}"
-        );
-    }
-    let (code, _, err) = run_to_end(
-        &["status", "--kubeconfig", kubeconfig.as_str(), "--webhooks"],
-        WAIT,
-    )
-    .await;
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("is v1.20.0: drop --webhooks"), "{err}");
-    assert!(
-        bed.double.requests().iter().all(|r| r.method == "GET"),
-        "nothing written"
-    );
-}
-
-/// `/readyz` is about the process's own watches having listed once: a second labelled
-/// configuration naming a new service starts that service's EndpointSlices watch, whose
-/// first list (slow here) does not make the process unready.
-#[tokio::test]
-async fn readyz_stays_ready_while_a_new_services_watch_makes_its_first_list() {
-    let bed = Bed::modern().await;
-    gatekeeper(&bed, true);
-    let metainit = bed.metainit(&["--webhooks", "--webhook-grace", "1s"]);
-    let addr = metainit.admin_addr().await;
-    until_readyz(&addr, WAIT).await;
-    // Every answer from now on comes late: the new service's first list takes a while.
-    bed.double.set_faults(kube_double::Faults {
-        latency: Duration::from_millis(1500),
-        ..kube_double::Faults::default()
-    });
-    serve(&bed.double, "gk2", "svc2", true);
-    bed.double
-        .create(
-            VWC,
-            "",
-            config(
-                "gk2",
-                true,
-                "validate.gk2.example.com",
-                "Fail",
-                "gk2",
-                "svc2",
-            ),
-        )
-        .expect("second configuration");
-    let listed = || {
-        bed.double.requests().iter().any(|r| {
-            r.method == "GET"
-                && r.status == 200
-                && r.path_and_query
-                    .starts_with("/apis/discovery.k8s.io/v1/namespaces/gk2/endpointslices")
-                && !r.path_and_query.contains("watch=")
-        })
-    };
-    let start = std::time::Instant::now();
-    while !listed() {
-        let (code, body) = admin_get(&addr, "/readyz").await;
-        assert_eq!(code, 200, "while the new service's first list runs: {body}");
-        assert!(
-            start.elapsed() < WAIT,
-            "the new service's EndpointSlices never listed"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    metainit.stop().await;
-}
-
-/// A server reporting `version`, with the modern generation's APIs (admission webhooks,
-/// EndpointSlice v1), as a 1.14 to 1.25 cluster is to metainit.
-async fn bed_reporting(version: (u32, u32)) -> Bed {
-    let mut config = kube_double::Config::modern();
-    config.report_version = Some(version);
-    Bed::start(config).await
 }
