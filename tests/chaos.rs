@@ -8,8 +8,11 @@
 //! hammered. It prints a table (run with `--nocapture`) and writes it to
 //! `<target dir>/chaos-report.md`.
 //!
-//! The webhooks scenario (`--webhooks`, modern only) is a test of its own at the end:
-//! `chaos_webhooks_three_replicas_under_20_percent_errors`.
+//! The webhooks scenario (`--webhooks`, modern only) runs on the real control plane behind
+//! the fault proxy: tests/cluster_chaos_webhooks.rs.
+//!
+//! Every scenario draws from one seed (tests/common/fuzz.rs's `Rng`), the FNV-1a hash of its
+//! `name/mode`, printed with its failures: the same name replays the same choices.
 //!
 //! `METAINIT_CHAOS=full` runs the full sizes (see RELIABILITY.md); the default is the short
 //! run for CI. `METAINIT_CHAOS_ONLY=substring` runs only the scenarios whose
@@ -25,7 +28,7 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use common::*;
+use common::{fuzz::Rng, *};
 use kube_double::{Config, Double, Faults, InitializerRule, Rejection};
 use serde_json::{Value, json};
 
@@ -363,31 +366,14 @@ impl Cat {
     }
 }
 
-/// splitmix64: a small seeded generator, so every run makes the same choices.
-struct Rng(u64);
-
-impl Rng {
-    fn seeded(text: &str) -> Rng {
-        // FNV-1a of the scenario's name.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in text.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-        Rng(h)
+/// A scenario's seed: the FNV-1a hash of its `name/mode`, so every run makes the same
+/// choices.
+fn seed_of(text: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
     }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
+    h
 }
 
 // ---------------------------------------------------------------------------------------
@@ -780,6 +766,8 @@ fn tail(lines: &[String], n: usize) -> Vec<String> {
 struct Row {
     scenario: &'static str,
     mode: &'static str,
+    /// The seed every choice of the run came from (`seed_of`).
+    seed: u64,
     labelled: usize,
     labelled_pending: usize,
     unlabelled: usize,
@@ -1137,10 +1125,10 @@ async fn write_on(
     seed: u64,
     log: Arc<Mutex<WriterLog>>,
 ) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     tokio::time::sleep(Duration::from_millis(rng.below(150))).await;
     let key = format!("{ns}/{name}");
-    if rng.chance(0.15) {
+    if rng.chance(15) {
         if double.delete("pods", ns, &name).is_ok() {
             log.lock().unwrap().deleted.insert(key);
         }
@@ -1155,7 +1143,7 @@ async fn write_on(
             json!(format!("{seed}-{round}"));
         let mut removed = None;
         let names = g.names(&obj);
-        if round == 1 && !names.is_empty() && rng.chance(0.4) {
+        if round == 1 && !names.is_empty() && rng.chance(40) {
             let gone = names[rng.below(names.len() as u64) as usize].clone();
             let rest: Vec<Value> = names
                 .iter()
@@ -1257,8 +1245,8 @@ fn judge_requests(double: &Double, g: Gen, problems: &mut Vec<String>) -> HashSe
 
 async fn run(s: Scenario, g: Gen, size: &Size) -> Row {
     let started = Instant::now();
-    let seed_text = format!("{}/{}", s.name(), g.mode());
-    let mut rng = Rng::seeded(&seed_text);
+    let seed = seed_of(&format!("{}/{}", s.name(), g.mode()));
+    let mut rng = Rng::new(seed);
     let mut config = match g {
         Gen::Legacy => legacy_config(),
         Gen::Modern => Config::modern(),
@@ -1280,6 +1268,7 @@ async fn run(s: Scenario, g: Gen, size: &Size) -> Row {
     let mut objs = plan(size, &mut rng);
     let mut row = Row {
         scenario: s.name(),
+        seed,
         mode: g.mode(),
         labelled: objs.iter().filter(|o| o.cat.labelled()).count(),
         labelled_pending: objs
@@ -2055,301 +2044,13 @@ async fn chaos() {
         .filter(|r| !r.problems.is_empty())
         .map(|r| {
             format!(
-                "{} / {}:\n  {}",
+                "{} / {} (seed {}):\n  {}",
                 r.scenario,
                 r.mode,
+                r.seed,
                 r.problems.join("\n  ")
             )
         })
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-// ---------------------------------------------------------------------------------------
-// Webhooks (`--webhooks`): a scenario of its own, modern only
-
-const WH_VWC: &str = "validatingwebhookconfigurations.admissionregistration.k8s.io";
-const WH_MWC: &str = "mutatingwebhookconfigurations.admissionregistration.k8s.io";
-const WH_CONFIGS: usize = 20;
-const WH_GRACE: Duration = Duration::from_secs(1);
-const WH_WAIT: Duration = Duration::from_secs(90);
-
-/// One webhook on pod creation in namespace `ns` and in `shared`, calling `svc` in `ns`
-/// (or a url).
-fn wh_hook(name: &str, policy: &str, ns: &str, svc: Option<&str>) -> Value {
-    let client_config = match svc {
-        Some(svc) => json!({"service": {"namespace": ns, "name": svc, "path": "/hook"}}),
-        None => json!({"url": format!("https://{name}/hook")}),
-    };
-    json!({
-        "name": name,
-        "clientConfig": client_config,
-        "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
-        "namespaceSelector": {"matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [ns, "shared"]}
-        ]},
-        "failurePolicy": policy,
-        "sideEffects": "None",
-        "admissionReviewVersions": ["v1"],
-    })
-}
-
-/// 20 labelled webhook configurations (mutating and validating, some with an `Ignore` and a
-/// url webhook beside the one that fails closed on its service) and 5 unlabelled ones, every
-/// service down; three replicas of metainit with `--webhooks`, the server failing 20 % of
-/// requests and cutting watches. Every fail-closed webhook of a labelled configuration
-/// ends exempted for its own namespace, by exactly one accepted PATCH across the replicas
-/// and not before the grace; then every service comes back and every configuration is
-/// restored byte for byte by exactly one more; nothing else is ever PATCHed.
-#[tokio::test(flavor = "multi_thread")]
-async fn chaos_webhooks_three_replicas_under_20_percent_errors() {
-    let bed = Bed::modern().await;
-    let double = &bed.double;
-    let mut labelled = Vec::new();
-    for i in 0..WH_CONFIGS {
-        let (ns, svc) = (format!("ns-{i}"), format!("svc-{i}"));
-        serve(double, &ns, &svc, false);
-        let mut hooks = vec![wh_hook(
-            &format!("a.c-{i}.example.com"),
-            "Fail",
-            &ns,
-            Some(&svc),
-        )];
-        if i % 3 == 0 {
-            hooks.push(wh_hook(
-                &format!("i.c-{i}.example.com"),
-                "Ignore",
-                &ns,
-                Some(&svc),
-            ));
-        }
-        if i % 4 == 0 {
-            hooks.push(wh_hook(&format!("u.c-{i}.example.com"), "Fail", &ns, None));
-        }
-        let (key, kind, plural) = if i % 2 == 0 {
-            (
-                WH_VWC,
-                "ValidatingWebhookConfiguration",
-                "validatingwebhookconfigurations",
-            )
-        } else {
-            (
-                WH_MWC,
-                "MutatingWebhookConfiguration",
-                "mutatingwebhookconfigurations",
-            )
-        };
-        let name = format!("c-{i}");
-        double
-            .create(
-                key,
-                "",
-                json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
-                       "metadata": {"name": name, "labels": {LABEL: ""}}, "webhooks": hooks}),
-            )
-            .expect("configuration");
-        let original = double.get(key, "", &name).expect("stored");
-        labelled.push((key, plural, name, ns, original));
-    }
-    serve(double, "ns-x", "svc-x", false);
-    for j in 0..5 {
-        double
-            .create(
-                WH_VWC,
-                "",
-                json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-                       "metadata": {"name": format!("x-{j}")},
-                       "webhooks": [wh_hook(&format!("x-{j}.example.com"), "Fail", "ns-x", Some("svc-x"))]}),
-            )
-            .expect("unlabelled configuration");
-    }
-    let faults = Faults {
-        error_fraction: 0.2,
-        retry_after_secs: 1,
-        cut_watch_probability: 0.02,
-        ..Default::default()
-    };
-    double.set_faults(faults.clone());
-    let started = SystemTime::now();
-    let t0 = Instant::now();
-    let replicas: Vec<Metainit> = (0..3)
-        .map(|i| {
-            bed.metainit(&[
-                "--webhooks",
-                "--webhook-grace",
-                "1s",
-                "--node-name",
-                &format!("cp-{i}"),
-            ])
-        })
-        .collect();
-    let exempted = |key: &str, name: &str, ns: &str| {
-        double.get(key, "", name).is_some_and(|c| {
-            c["webhooks"][0]["namespaceSelector"]["matchExpressions"]
-                .as_array()
-                .is_some_and(|e| {
-                    e.iter()
-                        .any(|x| x["operator"] == "NotIn" && x["values"] == json!([ns]))
-                })
-        })
-    };
-    eventually("every labelled configuration exempted", WH_WAIT, || {
-        labelled
-            .iter()
-            .all(|(key, _, name, ns, _)| exempted(key, name, ns))
-    })
-    .await;
-    let exempt_wall = t0.elapsed();
-
-    // What the operator would see: each fail-closed webhook's entry is exactly its original
-    // with its own namespace exempted (so `shared`, which it also covers, still fails
-    // closed), every other entry as it was. That such an entry lets the webhook's own pods
-    // in is the real server's to show: tests/cluster_webhooks*.rs.
-    for (key, _, name, ns, original) in &labelled {
-        let mut want = original["webhooks"].clone();
-        want[0]["namespaceSelector"]["matchExpressions"]
-            .as_array_mut()
-            .expect("the hook's expressions")
-            .push(
-                json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [ns]}),
-            );
-        assert_eq!(
-            double.get(key, "", name).unwrap()["webhooks"],
-            want,
-            "{name}: only its own namespace exempted, on the fail-closed, service-backed webhook"
-        );
-    }
-
-    // Every service comes back: every configuration is restored byte for byte.
-    for i in 0..WH_CONFIGS {
-        set_ready(double, &format!("ns-{i}"), &format!("svc-{i}"), true);
-    }
-    eventually("every configuration restored", WH_WAIT, || {
-        labelled.iter().all(|(key, _, name, _, original)| {
-            double.get(key, "", name).is_some_and(|c| {
-                c["webhooks"] == original["webhooks"] && c["metadata"].get("annotations").is_none()
-            })
-        })
-    })
-    .await;
-    let wall = t0.elapsed();
-    double.set_faults(Faults::default());
-    // The double logs a request once its answer is built, just after the change is stored:
-    // wait for the log to have caught up with what the state already shows.
-    eventually("the request log caught up", WH_WAIT, || {
-        let requests = double.requests();
-        labelled.iter().all(|(_, plural, name, _, _)| {
-            let suffix = format!("/{plural}/{name}");
-            requests
-                .iter()
-                .filter(|r| {
-                    r.method == "PATCH"
-                        && r.status < 300
-                        && r.path_and_query
-                            .split('?')
-                            .next()
-                            .is_some_and(|p| p.ends_with(&suffix))
-                })
-                .count()
-                >= 2
-        })
-    })
-    .await;
-
-    let requests = double.requests();
-    let patches: Vec<_> = requests
-        .iter()
-        .filter(|r| r.method == "PATCH" && r.at >= started)
-        .collect();
-    let to = |plural: &str, name: &str| {
-        let suffix = format!("/{plural}/{name}");
-        patches
-            .iter()
-            .filter(move |r| {
-                r.path_and_query
-                    .split('?')
-                    .next()
-                    .is_some_and(|p| p.ends_with(&suffix))
-            })
-            .copied()
-            .collect::<Vec<_>>()
-    };
-    let mut problems = Vec::new();
-    for (_, plural, name, _, _) in &labelled {
-        let accepted: Vec<_> = to(plural, name)
-            .into_iter()
-            .filter(|r| r.status < 300)
-            .collect();
-        if accepted.len() != 2 {
-            problems.push(format!(
-                "{name}: {} accepted PATCHes, want 2 (exempt, restore)",
-                accepted.len()
-            ));
-        }
-        if let Some(first) = accepted.first()
-            && first.at.duration_since(started).unwrap_or_default() < WH_GRACE
-        {
-            problems.push(format!("{name}: exempted before --webhook-grace"));
-        }
-    }
-    for j in 0..5 {
-        let n = to("validatingwebhookconfigurations", &format!("x-{j}")).len();
-        if n > 0 {
-            problems.push(format!("x-{j} (unlabelled) got {n} PATCHes"));
-        }
-    }
-    let failed = patches.iter().filter(|r| r.status >= 300).count();
-    // A replica counts a PATCH once its answer is back, just after the server has it: wait
-    // for the sums to reach the count (bounded), then they must be exactly that.
-    let mut addrs = Vec::new();
-    for r in &replicas {
-        addrs.push(r.admin_addr().await);
-    }
-    let counted = Instant::now();
-    let (exemptions, restorations) = loop {
-        let (mut exemptions, mut restorations) = (0.0, 0.0);
-        for addr in &addrs {
-            let (_, text) = admin_get(addr, "/metrics").await;
-            let value = |name: &str| {
-                text.lines()
-                    .find_map(|l| l.strip_prefix(&format!("{name} ")))
-                    .and_then(|v| v.trim().parse::<f64>().ok())
-                    .unwrap_or(0.0)
-            };
-            exemptions += value("metainit_webhook_exemptions_total");
-            restorations += value("metainit_webhook_restorations_total");
-        }
-        let want = WH_CONFIGS as f64;
-        if (exemptions >= want && restorations >= want)
-            || counted.elapsed() > Duration::from_secs(10)
-        {
-            break (exemptions, restorations);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    for r in &replicas {
-        let bad: Vec<String> = r
-            .log()
-            .into_iter()
-            .filter(|l| l.contains("ERROR") || l.contains("panicked"))
-            .collect();
-        if !bad.is_empty() {
-            problems.push(format!("{bad:#?}"));
-        }
-    }
-    if exemptions != WH_CONFIGS as f64 || restorations != WH_CONFIGS as f64 {
-        problems.push(format!(
-            "metrics across replicas: {exemptions} exemptions, {restorations} restorations, want {WH_CONFIGS} each"
-        ));
-    }
-    println!(
-        "chaos webhooks: {WH_CONFIGS} labelled configurations, 3 replicas, 20 % errors: all exempted after {exempt_wall:?}, \
-         all restored after {wall:?}; {} PATCHes sent, {failed} failed and retried, {} accepted",
-        patches.len(),
-        patches.len() - failed
-    );
-    for r in replicas {
-        r.stop().await;
-    }
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
