@@ -201,6 +201,11 @@ async fn only_the_named_gate_goes_only_from_pods_old_enough_and_nothing_else_is_
         ("metainit_gated_pods", a, 1.0),
         ("metainit_gated_pods", b, 1.0),
         ("metainit_gated_pods", keep, 2.0),
+        // How long gates held, whoever removed them: A went from old, two and young at 3 s
+        // and from labelled at once, KEEP from labelled; B is still on two.
+        ("metainit_gate_held_seconds_count", a, 4.0),
+        ("metainit_gate_held_seconds_count", keep, 1.0),
+        ("metainit_gate_held_seconds_count", b, 0.0),
     ];
     metrics_until(&addr, "the released and held gates", WAIT, |t| {
         want.iter()
@@ -222,6 +227,16 @@ async fn only_the_named_gate_goes_only_from_pods_old_enough_and_nothing_else_is_
         (low..=high).contains(&oldest),
         "{oldest}: not old's age ({low}..{high})"
     );
+    let held_a = metric(&text, "metainit_gate_held_seconds_sum", a).expect("A's sum");
+    assert!(held_a >= 9.0, "three pods held 3 s or more by A: {held_a}");
+    // B removed by hand (its controller, say): timed too.
+    let gone = r#"[{"op": "remove", "path": "/spec/schedulingGates"}]"#;
+    let args = ["patch", "pod", "two", "-n", &ns, "--type=json", "-p", gone];
+    s.cp.kubectl_ok(&args);
+    metrics_until(&addr, "B held until removed by hand", WAIT, |t| {
+        metric(t, "metainit_gate_held_seconds_count", b) == Some(1.0)
+    })
+    .await;
     assert!(metainit.problems().is_empty(), "{:#?}", metainit.problems());
     assert!(metainit.stop().await.success());
 }

@@ -38,7 +38,19 @@ async fn lists_gated_pods_labelled_or_not() {
         "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "kueue-manager", "uid": "u1", "controller": true
     }]);
     s.add("kueue-system", &owned);
-    s.add("default", &gated_pod("job-1", false, &[&kueue, &quota]));
+    // job-1 as a controller creates it, under a field manager of its own: who added its
+    // gates is read from its managedFields.
+    let job1 = gated_pod("job-1", false, &[&kueue, &quota]).to_string();
+    let args = [
+        "create",
+        "-n",
+        &home,
+        "--field-manager=kueue-job",
+        "-f",
+        "-",
+    ];
+    let (ok, made) = s.cp.kubectl_in(&args, Some(&job1));
+    assert!(ok, "{made}");
     let mut free = pod("free", false);
     free["metadata"]["labels"][&s.key] = json!("true");
     s.add("default", &free);
@@ -67,6 +79,15 @@ async fn lists_gated_pods_labelled_or_not() {
     let job = items.iter().find(|i| i["name"] == "job-1").expect("job-1");
     assert_eq!(job["labelled"], false);
     assert!(job.get("owner").is_none());
+    assert_eq!(
+        job["addedBy"],
+        json!({&kueue: "kueue-job (Update)", &quota: "kueue-job (Update)"}),
+        "{out}"
+    );
+    assert_eq!(
+        manager["addedBy"],
+        json!({&kueue: "kubectl-create (Update)"})
+    );
     assert_eq!(report["byName"][&quota], 1, "{out}");
     assert_eq!(report["byName"][&kueue], 2, "{out}");
 
@@ -91,6 +112,15 @@ async fn lists_gated_pods_labelled_or_not() {
     assert!(
         rows.iter()
             .all(|l| col(l, &kueue) == col(lines[0], "BLOCKED BY")),
+        "{out}"
+    );
+    let job_row = rows
+        .iter()
+        .find(|l| l.contains("/job-1"))
+        .expect("job-1's row");
+    assert_eq!(
+        job_row.find("kueue-job (Update)"),
+        Some(col(lines[0], "ADDED BY")),
         "{out}"
     );
     let summary = lines.last().expect("a summary");

@@ -118,6 +118,7 @@ fn served() -> (BTreeMap<String, String>, BTreeMap<String, Vec<String>>) {
     let _ = metrics.gates_released.get_or_create(&gate);
     let _ = metrics.gated_pods.get_or_create(&gate);
     let _ = metrics.gated_oldest.get_or_create(&gate);
+    let _ = metrics.gate_held.get_or_create(&gate);
     let text = metrics.encode();
     let mut types = BTreeMap::new();
     let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();

@@ -99,10 +99,47 @@ fn last_writer(body: &[u8], field: [&str; 2]) -> Option<String> {
         .filter(|e| !e.fields_v1[field[0]][field[1]].is_null())
         // RFC 3339 in UTC, as the server writes them: ordered as text.
         .max_by(|a, b| a.time.cmp(&b.time))
-        .map(|e| match e.operation.as_str() {
-            "" => e.manager,
-            op => format!("{} ({op})", e.manager),
-        })
+        .map(|e| written_by(&e))
+}
+
+/// Who added each gate of a pod (its JSON `text`): the field manager whose entry owns
+/// `k:{"name":GATE}` under `f:spec.f:schedulingGates`, the earliest if several share it
+/// (gates are set only at creation: the creator's request, a mutating webhook's change
+/// included). `(gate, "manager (Operation)")`, by gate; empty without managedFields.
+pub fn gate_writers(text: &str) -> Vec<(String, String)> {
+    let Ok(managed) = serde_json::from_str::<Managed>(text) else {
+        return Vec::new();
+    };
+    let mut entries = managed.metadata.managed_fields;
+    entries.sort_by(|a, b| a.time.cmp(&b.time));
+    let mut out: Vec<(String, String)> = Vec::new();
+    for e in &entries {
+        let Some(gates) = e.fields_v1["f:spec"]["f:schedulingGates"].as_object() else {
+            continue;
+        };
+        for key in gates.keys() {
+            let Some(gate) = key
+                .strip_prefix("k:")
+                .and_then(|k| serde_json::from_str::<Value>(k).ok())
+                .and_then(|k| k["name"].as_str().map(str::to_string))
+            else {
+                continue;
+            };
+            if !out.iter().any(|(g, _)| *g == gate) {
+                out.push((gate, written_by(e)));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `manager (Operation)`, or the manager alone if the entry names no operation.
+fn written_by(e: &Entry) -> String {
+    match e.operation.as_str() {
+        "" => e.manager.clone(),
+        op => format!("{} ({op})", e.manager),
+    }
 }
 
 #[cfg(test)]
@@ -173,6 +210,30 @@ mod tests {
             kept.to_string()
                 .contains("last written by an unknown field manager")
         );
+    }
+
+    #[test]
+    fn each_gate_named_with_the_manager_that_added_it() {
+        let mut late = gates_entry("kubectl-edit", "Update", "2026-01-02T00:00:00Z");
+        late["fieldsV1"]["f:spec"]["f:schedulingGates"]["k:{\"name\":\"b\"}"] = json!({});
+        let managed = json!([
+            late,
+            gates_entry("kube-controller-manager", "Update", "2026-01-01T00:00:00Z"),
+            {"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}
+        ]);
+        let text = String::from_utf8(pod(&["a", "b"], managed)).unwrap();
+        assert_eq!(
+            gate_writers(&text),
+            [
+                (
+                    "a".to_string(),
+                    "kube-controller-manager (Update)".to_string()
+                ),
+                ("b".to_string(), "kubectl-edit (Update)".to_string())
+            ]
+        );
+        let none = String::from_utf8(pod(&["a"], Value::Null)).unwrap();
+        assert!(gate_writers(&none).is_empty(), "1.13: no managedFields");
     }
 
     #[test]

@@ -53,6 +53,8 @@ pub struct Metrics {
     pub gated_pods: Family<GateLabels, Gauge>,
     /// `gated_oldest_seconds`, by gate.
     pub gated_oldest: Family<GateLabels, Gauge>,
+    /// `gate_held_seconds`, by gate.
+    pub gate_held: Family<GateLabels, Histogram, fn() -> Histogram>,
     /// `webhooks_exempted`.
     pub webhooks_exempted: Gauge,
     /// `webhook_exemptions_total`.
@@ -103,6 +105,7 @@ impl Default for Metrics {
             gates_released: Family::default(),
             gated_pods: Family::default(),
             gated_oldest: Family::default(),
+            gate_held: Family::new_with_constructor(held_buckets),
             webhooks_exempted: Gauge::default(),
             webhook_exemptions: Counter::default(),
             webhook_restorations: Counter::default(),
@@ -119,6 +122,14 @@ impl Default for Metrics {
         metrics.zero_known_labels();
         metrics
     }
+}
+
+/// 1 s to a day: a gate is held while a controller starts (seconds), while it waits for
+/// quota or a node (minutes), or until someone notices (hours).
+fn held_buckets() -> Histogram {
+    Histogram::new([
+        1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0,
+    ])
 }
 
 impl Metrics {
@@ -147,6 +158,11 @@ impl Metrics {
             "gated_pods",
             "Unbound pods held by a watched gate now (--watch-gates, --release-gate)",
             self.gated_pods.clone(),
+        );
+        self.registry.register(
+            "gate_held_seconds",
+            "Time from a watched pod's creation to a scheduling gate's removal, by whoever removed it, by gate",
+            self.gate_held.clone(),
         );
         self.registry.register(
             "gated_oldest_seconds",
@@ -273,6 +289,13 @@ impl Metrics {
             .push(source);
     }
 
+    /// A gate gone from a watched pod `held` after its creation (gates are set only then).
+    pub fn gate_lifted(&self, gate: &str, held: std::time::Duration) {
+        self.gate_held
+            .get_or_create(&GateLabels { gate: gate.into() })
+            .observe(held.as_secs_f64());
+    }
+
     /// A gate released by a rule.
     pub fn released(&self, gate: &str) {
         self.gates_released
@@ -288,6 +311,7 @@ impl Metrics {
             let labels = GateLabels { gate: gate.clone() };
             drop(self.gated_pods.get_or_create(&labels));
             drop(self.gated_oldest.get_or_create(&labels));
+            drop(self.gate_held.get_or_create(&labels));
         }
         for gate in released {
             drop(

@@ -1,12 +1,16 @@
 //! What `status` lists: every resource the server lists (in initializers mode) and every
-//! object of one, page by page, each page with its own `--timeout`.
+//! object of one, page by page, each page with its own `--timeout`, each object with who
+//! added its gates (`Listed`).
 
-use std::time::Duration;
+use std::{borrow::Cow, time::Duration};
 
 use kube::{
-    Client,
+    Api, Client, Resource,
     api::{ApiResource, ListParams},
+    core::{DynamicResourceScope, ObjectMeta},
 };
+use serde::{Deserialize, Deserializer, de::Error as _};
+use serde_json::value::RawValue;
 
 use crate::{
     Result,
@@ -83,11 +87,14 @@ pub(super) async fn list_all(
     namespace: Option<&str>,
     url: &str,
     timeout: Duration,
-) -> Result<Vec<Held>> {
+) -> Result<Vec<Listed>> {
     if namespace.is_some() && !target.namespaced {
         return Ok(Vec::new());
     }
-    let api = target.api(client, namespace);
+    let api: Api<Listed> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &target.resource),
+        None => Api::all_with(client.clone(), &target.resource),
+    };
     crate::list::all(
         client,
         &api,
@@ -96,4 +103,58 @@ pub(super) async fn list_all(
         Bound::EachPage(timeout),
     )
     .await
+}
+
+/// An object as `status` lists it: the engine's slim `Held`, and who added each of its
+/// gates (`blocker::kept::gate_writers`, from the `managedFields` the engine skips).
+#[derive(Clone, Debug)]
+pub(super) struct Listed {
+    pub held: Held,
+    pub writers: Vec<(String, String)>,
+}
+
+impl<'de> Deserialize<'de> for Listed {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        // The text once, read twice: the slim view, then the managed fields alone.
+        let raw = Box::<RawValue>::deserialize(d)?;
+        let held: Held = serde_json::from_str(raw.get()).map_err(D::Error::custom)?;
+        let writers = match held.has_gates() {
+            true => crate::blocker::kept::gate_writers(raw.get()),
+            false => Vec::new(),
+        };
+        Ok(Listed { held, writers })
+    }
+}
+
+impl Resource for Listed {
+    type DynamicType = Kind;
+    type Scope = DynamicResourceScope;
+
+    fn group(dt: &Kind) -> Cow<'_, str> {
+        Held::group(dt)
+    }
+
+    fn version(dt: &Kind) -> Cow<'_, str> {
+        Held::version(dt)
+    }
+
+    fn kind(dt: &Kind) -> Cow<'_, str> {
+        Held::kind(dt)
+    }
+
+    fn api_version(dt: &Kind) -> Cow<'_, str> {
+        Held::api_version(dt)
+    }
+
+    fn plural(dt: &Kind) -> Cow<'_, str> {
+        Held::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.held.metadata.meta
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.held.metadata.meta
+    }
 }

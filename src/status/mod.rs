@@ -61,6 +61,10 @@ pub struct Row {
     /// removed (its Event, `kept.rs`): the field manager that last wrote the field.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept_by: Option<String>,
+    /// Who added each gate, by gate: the field manager (and operation) whose
+    /// `managedFields` entry owns it (none on 1.13, and none for initializers).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub added_by: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -186,9 +190,14 @@ async fn report(settings: &Settings) -> Result<Report> {
         for obj in objects.await? {
             // The same object can be served by two groups (deployments in apps and extensions).
             let new = |uid: &String| seen.insert(uid.clone());
-            if let Some(row) = held(mode, target, &obj, &label_key, rules, now)
-                && obj.metadata.meta.uid.as_ref().is_none_or(new)
+            if let Some(mut row) = held(mode, target, &obj.held, &label_key, rules, now)
+                && obj.held.metadata.meta.uid.as_ref().is_none_or(new)
             {
+                row.added_by = obj
+                    .writers
+                    .into_iter()
+                    .filter(|(gate, _)| row.blocked_by.contains(gate))
+                    .collect();
                 items.push(row);
             }
         }
@@ -318,5 +327,6 @@ fn row(
         owner,
         release: None,
         kept_by: None,
+        added_by: BTreeMap::new(),
     }
 }

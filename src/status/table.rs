@@ -105,6 +105,10 @@ fn objects_table(report: &Report) -> String {
     let mut header = ["KIND", "NAME", "AGE", "BLOCKED BY", "LABELLED", "OWNER"]
         .map(String::from)
         .to_vec();
+    let with_added = report.items.iter().any(|r| !r.added_by.is_empty());
+    if with_added {
+        header.push("ADDED BY".into());
+    }
     if with_release {
         header.push("RELEASE".into());
     }
@@ -125,6 +129,9 @@ fn objects_table(report: &Report) -> String {
             if r.labelled { "yes" } else { "no" }.into(),
             r.owner.clone().unwrap_or_else(|| "<none>".into()),
         ];
+        if with_added {
+            row.push(added_by(r));
+        }
         if with_release {
             row.push(r.release.clone().unwrap_or_else(|| "-".into()));
         }
@@ -137,6 +144,23 @@ fn objects_table(report: &Report) -> String {
     out.push_str(&summary(report));
     out.push('\n');
     out
+}
+
+/// Who added the row's gates: the field manager once if it added them all, else
+/// `GATE=MANAGER` for each gate it is known for; `-` if for none.
+fn added_by(r: &Row) -> String {
+    let mut managers: Vec<&String> = r.added_by.values().collect();
+    managers.dedup();
+    match managers.as_slice() {
+        [] => "-".into(),
+        [one] if r.added_by.len() == r.blocked_by.len() => one.to_string(),
+        _ => r
+            .added_by
+            .iter()
+            .map(|(gate, m)| format!("{gate}={m}"))
+            .collect::<Vec<_>>()
+            .join(","),
+    }
 }
 
 /// One line: how many are held, by which names, and the oldest.
@@ -202,6 +226,7 @@ mod tests {
                     owner: Some("ReplicaSet/kueue-controller-manager".into()),
                     release: None,
                     kept_by: None,
+                    added_by: BTreeMap::new(),
                 },
                 Row {
                     kind: "Pod".into(),
@@ -213,6 +238,7 @@ mod tests {
                     owner: None,
                     release: None,
                     kept_by: None,
+                    added_by: BTreeMap::new(),
                 },
             ],
             by_name: BTreeMap::from([
@@ -245,5 +271,30 @@ mod tests {
             col(klines[2], "kubectl-create (Update)")
         );
         assert!(klines[1].ends_with("   -"), "{k}");
+        // Who added each gate: once if one manager added them all, else gate by gate.
+        let mut added = kept;
+        added.items[0].added_by = BTreeMap::from([(
+            "kueue.x-k8s.io/admission".to_string(),
+            "kube-controller-manager (Update)".to_string(),
+        )]);
+        let a = table(&added);
+        let alines: Vec<&str> = a.lines().collect();
+        assert_eq!(
+            col(alines[0], "ADDED BY"),
+            col(alines[1], "kube-controller-manager (Update)"),
+            "{a}"
+        );
+        added.items[1].added_by = BTreeMap::from([(
+            "example.com/b".to_string(),
+            "kubectl-create (Update)".to_string(),
+        )]);
+        let a = table(&added);
+        let alines: Vec<&str> = a.lines().collect();
+        assert_eq!(
+            alines[2].find("example.com/b=kubectl-create (Update)"),
+            Some(col(alines[0], "ADDED BY")),
+            "a manager known for one gate of two: named with its gate: {a}"
+        );
+        assert!(col(alines[0], "ADDED BY") < col(alines[0], "KEPT BY"), "{a}");
     }
 }

@@ -29,6 +29,7 @@ use serde_json::value::RawValue;
 
 use crate::object::{Held, HeldMeta, HeldSpec};
 
+mod lifted;
 mod packed;
 use packed::{seconds, time, uuid, uuid_text};
 

@@ -85,6 +85,7 @@ struct Feed {
     keep: Test,
     store: Arc<Store>,
     listed: usize,
+    metrics: Arc<Metrics>,
 }
 
 impl Watch {
@@ -103,7 +104,7 @@ impl Watch {
             rbac_hint: crate::failure::RBAC_HINT,
             health: self.health,
             index,
-            metrics: self.metrics,
+            metrics: self.metrics.clone(),
         };
         let state = State {
             events: Events::new(self.api, spec),
@@ -115,6 +116,7 @@ impl Watch {
                 keep: self.keep,
                 store,
                 listed: 0,
+                metrics: self.metrics,
             },
             out: VecDeque::new(),
         };
@@ -143,6 +145,9 @@ impl Feed {
     /// objects the store dropped (so that no timer waits for them).
     fn apply(&mut self, event: &watcher::Event<Held>, out: &mut VecDeque<Arrival<Key>>) {
         let mut gone = Vec::new();
+        if let watcher::Event::InitApply(o) | watcher::Event::Apply(o) = event {
+            self.held_for(o);
+        }
         let key = self.store.apply(event, &self.keep, &mut gone);
         match event {
             watcher::Event::Init => self.listed = 0,
@@ -177,6 +182,23 @@ impl Feed {
     }
 }
 
+impl Feed {
+    /// `metainit_gate_held_seconds`: each gate the stored pod held that `obj` holds no
+    /// more, held from its creation until now (when the change is seen).
+    fn held_for(&self, obj: &Held) {
+        let lifted = self.store.lifted(obj);
+        if lifted.is_empty() {
+            return;
+        }
+        let held = obj
+            .age(k8s_openapi::jiff::Timestamp::now())
+            .unwrap_or_default();
+        for gate in &lifted {
+            self.metrics.gate_lifted(gate, held);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,7 +227,47 @@ mod tests {
             keep: Box::new(Held::has_gates),
             store: store.clone(),
             listed: 0,
+            metrics: Arc::new(Metrics::default()),
         }
+    }
+
+    fn held_counts(metrics: &Metrics) -> Vec<String> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &metrics.registry).unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("metainit_gate_held_seconds_count"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Each gate that went is observed once, whoever removed it; a repeated event, a new
+    /// pod under the old name and a deletion observe nothing.
+    #[test]
+    fn each_gate_gone_is_observed_once_with_how_long_it_held() {
+        let store = Arc::new(Store::default());
+        let mut feed = feed(&store);
+        let mut out = VecDeque::new();
+        let mut send = |event| feed.apply(&event, &mut out);
+        send(watcher::Event::Apply(pod(1, &["a.io/x", "b.io/y"])));
+        send(watcher::Event::Apply(pod(1, &["b.io/y"])));
+        send(watcher::Event::Apply(pod(1, &["b.io/y"])));
+        let mut other = pod(1, &[]);
+        other.metadata.meta.uid = Some("another".into());
+        send(watcher::Event::Apply(other));
+        send(watcher::Event::Apply(pod(2, &["b.io/y"])));
+        send(watcher::Event::Delete(pod(2, &["b.io/y"])));
+        send(watcher::Event::Apply(pod(3, &["b.io/y"])));
+        send(watcher::Event::InitApply(pod(3, &[])));
+        let mut counts = held_counts(&feed.metrics);
+        counts.sort();
+        assert_eq!(
+            counts,
+            [
+                r#"metainit_gate_held_seconds_count{gate="a.io/x"} 1"#,
+                r#"metainit_gate_held_seconds_count{gate="b.io/y"} 1"#
+            ],
+            "{counts:?}"
+        );
     }
 
     /// Unlabelled pods with a `--release-gate` gate, each given a timer for its age (as
