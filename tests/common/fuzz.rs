@@ -1,7 +1,7 @@
 //! A proxy of ours on 127.0.0.1 between metainit and an API server (the double, or the real
 //! kube-apiserver), which forwards every request while healthy and, while faulty, answers
 //! each one from a fault plan: one fixed answer per request kind (the rows of the ceiling's
-//! table, tests/ceiling.rs), or an answer drawn at random from a large space with a seed
+//! table, tests/cluster_ceiling.rs), or an answer drawn at random from a large space with a seed
 //! (tests/fuzz.rs): any status with any `Retry-After`, redirects, resets, delays, bodies
 //! that are not JSON or are cut off, watch streams that end at once or after bookmarks,
 //! ERROR events of any code, garbage lines, objects, and continue tokens that repeat, cycle
