@@ -63,6 +63,9 @@ pub struct World {
     pub templates: Vec<Template>,
     /// The services of fail-closed webhooks that have no ready endpoint now.
     pub down: BTreeSet<Service>,
+    /// The admission policies in CEL, and their bindings.
+    pub policies: Vec<super::policies::Policy>,
+    pub bindings: Vec<super::policies::Binding>,
 }
 
 impl World {

@@ -7,6 +7,7 @@
 mod control;
 mod down;
 pub mod graph;
+pub mod policies;
 pub mod read;
 pub mod select;
 
@@ -24,6 +25,8 @@ pub enum Risk {
     Binding,
     SystemPods,
     ControlPlane,
+    PolicyParameter,
+    GateInjector,
     UnliftedGates,
 }
 
@@ -36,6 +39,8 @@ impl Risk {
             Risk::Binding => "binding",
             Risk::SystemPods => "system-pods",
             Risk::ControlPlane => "control-plane",
+            Risk::PolicyParameter => "policy-parameter",
+            Risk::GateInjector => "gate-injector",
             Risk::UnliftedGates => "unlifted-gates",
         }
     }
@@ -92,6 +97,11 @@ pub fn forecast(world: &World, running: &Running) -> Vec<Finding> {
             .iter()
             .filter_map(|w| control::finding(world, w, running)),
     );
+    out.extend(policies::findings(
+        &world.policies,
+        &world.bindings,
+        running,
+    ));
     for service in &world.down {
         out.extend(down::finding(world, service, running));
     }

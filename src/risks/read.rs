@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::{
     graph::{Template, Webhook, World},
-    select,
+    policies, select,
 };
 use crate::{
     Error, Result,
@@ -98,6 +98,7 @@ async fn read_all(client: &Client, url: &str, label_key: &str, each: Duration) -
             .insert(key, select::service_selector(&svc.data));
     }
     mark_down(client, &mut world).await;
+    read_policies(client, url, each, &mut world).await?;
     for (group, kind, plural) in WORKLOADS {
         for obj in all(client, &resource(group, kind, plural), url, each).await? {
             if kind == "ReplicaSet" && controlled(&obj) {
@@ -115,6 +116,130 @@ async fn read_all(client: &Client, url: &str, label_key: &str, each: Duration) -
         }
     }
     Ok(world)
+}
+
+/// The admission policies' kinds: the findings' word, the kind, its plural, its binding's.
+const POLICY_KINDS: [(&str, &str, &str, &str); 2] = [
+    (
+        "validating",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+    ),
+    (
+        "mutating",
+        "MutatingAdmissionPolicy",
+        "mutatingadmissionpolicies",
+        "mutatingadmissionpolicybindings",
+    ),
+];
+
+/// The admission policies and bindings of admissionregistration.k8s.io/v1 the server
+/// serves (mutating ones from 1.36), and whether the parameter each `Deny` binding needs
+/// is there.
+async fn read_policies(
+    client: &Client,
+    url: &str,
+    each: Duration,
+    world: &mut World,
+) -> Result<()> {
+    const GROUP: &str = "admissionregistration.k8s.io";
+    let budget = Some(crate::budget::Budget::from_now(each));
+    let served = crate::discovery::with_retries(client, "discovery", url, budget, || {
+        client.list_api_group_resources("admissionregistration.k8s.io/v1")
+    })
+    .await?;
+    let serves = |plural: &str| served.resources.iter().any(|r| r.name == plural);
+    for (word, kind, plural, bindings) in POLICY_KINDS {
+        if !serves(plural) || !serves(bindings) {
+            continue;
+        }
+        let mut policies = Vec::new();
+        for p in all(client, &resource(GROUP, kind, plural), url, each).await? {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let spec = p.data.get("spec").unwrap_or(&Value::Null);
+            policies.push(policies::policy(word, &name, spec));
+        }
+        let binding_kind = format!("{kind}Binding");
+        for b in all(client, &resource(GROUP, &binding_kind, bindings), url, each).await? {
+            world
+                .bindings
+                .push(binding(client, word, &b, &policies).await);
+        }
+        world.policies.extend(policies);
+    }
+    Ok(())
+}
+
+/// A binding of a `word` policy, and whether the parameter it cannot do without is there.
+async fn binding(
+    client: &Client,
+    word: &str,
+    b: &DynamicObject,
+    policies: &[policies::Policy],
+) -> policies::Binding {
+    let spec = b.data.get("spec").unwrap_or(&Value::Null);
+    let policy = spec
+        .get("policyName")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let param_kind = policies
+        .iter()
+        .find(|p| p.name == policy)
+        .and_then(|p| p.param_kind.clone());
+    let deny = policies::denies_without(spec, param_kind.as_deref());
+    let param = match (&deny, &param_kind) {
+        (Some((_, r)), Some(k)) => param_state(client, k, r).await,
+        (Some(_), None) => policies::Param::Unchecked("its policy names no paramKind".into()),
+        (None, _) => policies::Param::There,
+    };
+    policies::Binding {
+        kind: word.into(),
+        name: b.metadata.name.clone().unwrap_or_default(),
+        policy: policy.into(),
+        denies_without: deny.map(|(what, _)| what),
+        param,
+    }
+}
+
+/// Whether the parameter `r` of kind `param_kind` (`Kind apiVersion`) is there, missing,
+/// or cannot be told: a kind not served, no right to read it (status --risks' role reads no
+/// parameters: grant `get` on their kind to check), a namespace that is each request's own,
+/// a selector of expressions.
+async fn param_state(client: &Client, param_kind: &str, r: &policies::ParamRef) -> policies::Param {
+    use policies::Param;
+    let Some((kind, api_version)) = param_kind.split_once(' ') else {
+        return Param::Unchecked(format!("paramKind {param_kind}"));
+    };
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
+    let (ar, caps) = match kube::discovery::pinned_kind(client, &gvk).await {
+        Ok(found) => found,
+        Err(e) => return Param::Unchecked(format!("{kind} {api_version}: {e}")),
+    };
+    let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
+    let api: Api<DynamicObject> = match (&r.namespace, namespaced) {
+        (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
+        (None, true) => {
+            return Param::Unchecked("it is looked up in each request's own namespace".into());
+        }
+        (_, false) => Api::all_with(client.clone(), &ar),
+    };
+    let found = match (&r.name, &r.selector) {
+        (Some(name), _) => api.get_opt(name).await.map(|o| o.is_some()),
+        (None, Some(selector)) if selector.get("matchExpressions").is_none() => {
+            let labels = select::labels(selector.get("matchLabels").unwrap_or(&Value::Null));
+            let query: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let params = ListParams::default().labels(&query.join(",")).limit(1);
+            api.list(&params).await.map(|l| !l.items.is_empty())
+        }
+        _ => return Param::Unchecked("a selector of matchExpressions".into()),
+    };
+    match found {
+        Ok(true) => Param::There,
+        Ok(false) => Param::Missing,
+        Err(e) => Param::Unchecked(crate::failure::describe(&e)),
+    }
 }
 
 /// The services of fail-closed webhooks with no ready endpoint now (one LIST of each
