@@ -16,7 +16,33 @@ use common::{
     eventually, metrics_until, msg,
     webhooks::{Kind, Rights, Scene, after, exempted, metric, record, seconds_between, written},
 };
-use serde_json::json;
+use serde_json::{Value, json};
+
+/// The pods `status --webhooks` says were created in gk while it was exempted, from the
+/// JSON of its row for the scene's webhook (and its STATE in the table says how many).
+async fn slipped_pods(s: &Scene) -> Vec<String> {
+    let (code, out, err) = s.run(&["status", "--webhooks", "-o", "json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    let row = report["webhooks"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["namespace"] == s.ns("gk")))
+        .unwrap_or_else(|| panic!("gk's row: {out}"))
+        .clone();
+    let pods: Vec<String> = row["createdWhileExempted"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.as_str().map(str::to_string))
+        .collect();
+    let (_, table, _) = s.run(&["status", "--webhooks"]).await;
+    let said = match pods.len() {
+        1 => "1 pod created since, unseen by the webhook".to_string(),
+        n => format!("{n} pods created since, unseen by the webhook"),
+    };
+    assert!(table.contains(&said), "{table}");
+    pods
+}
 
 #[tokio::test]
 #[ignore = "the real tier: a Go-built control plane (bash scripts/test.sh runs it; or cargo test --test NAME -- --ignored)"]
@@ -75,6 +101,12 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
         metric(&text, "metainit_webhook_exemptions_total"),
         Some(1.0)
     );
+    // What slipped through: the pod until_admitted made, admitted while exempted.
+    let slipped = slipped_pods(&s).await;
+    assert!(
+        !slipped.is_empty() && slipped.iter().all(|p| p.starts_with("try-")),
+        "{slipped:?}"
+    );
 
     // The service comes back: after the grace, exactly the original configuration again.
     let back = SystemTime::now();
@@ -83,9 +115,54 @@ async fn exempts_only_the_webhooks_own_namespace_then_restores_it_exactly() {
         (written(&s.get(Kind::Validating, "gk").await) == written(&original)).then_some(())
     })
     .await;
-    metainit
+    let line = metainit
         .logged("the restore line", |l| l.contains(msg::RESTORED))
         .await;
+    let named = format!(
+        "created_while_exempted={} ({}): an Event on each",
+        slipped.len(),
+        slipped.join(", ")
+    );
+    assert!(line.contains(&named), "{line}");
+    // An Event on each pod the webhook never saw, naming it.
+    let path = format!(
+        "/api/v1/namespaces/{}/events?fieldSelector=reason%3DAdmittedWithoutWebhook",
+        s.ns("gk")
+    );
+    let unseen = until(
+        "an Event on each pod created while exempted",
+        WAIT,
+        || async {
+            let list = s
+                .send(http::Request::get(&path).body(Vec::new()).unwrap())
+                .await
+                .ok()?;
+            let items = list["items"].as_array().cloned().unwrap_or_default();
+            (items.len() >= slipped.len()).then_some(items)
+        },
+    )
+    .await;
+    let mut on: Vec<String> = unseen
+        .iter()
+        .map(|e| {
+            e["involvedObject"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    on.sort();
+    let mut want = slipped.clone();
+    want.sort();
+    assert_eq!(on, want, "{unseen:#?}");
+    assert!(
+        unseen.iter().all(|e| e["type"] == "Warning"
+            && e["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("from webhook validate.gk.example.com")),
+        "{unseen:#?}"
+    );
     // The Events trail the PATCHes and the log lines.
     let events = until("both Events written", WAIT, || async {
         let e = s.events("gk").await;

@@ -40,6 +40,9 @@ pub enum Reason {
     /// (type Warning: something puts it back).
     InitializersKept,
     SchedulingGatesKept,
+    /// A pod created in a namespace while metainit exempted it from a webhook: the webhook
+    /// never saw it (type Warning: it may lack what the webhook adds).
+    AdmittedWithoutWebhook,
 }
 
 impl Reason {
@@ -53,6 +56,7 @@ impl Reason {
             Reason::WebhookRestored => "WebhookRestored",
             Reason::InitializersKept => "InitializersKept",
             Reason::SchedulingGatesKept => "SchedulingGatesKept",
+            Reason::AdmittedWithoutWebhook => "AdmittedWithoutWebhook",
         }
     }
 
@@ -64,6 +68,7 @@ impl Reason {
             Reason::WebhookSelfExempted => ("Exempt", "Warning"),
             Reason::WebhookRestored => ("Restore", "Normal"),
             Reason::InitializersKept | Reason::SchedulingGatesKept => ("Clear", "Warning"),
+            Reason::AdmittedWithoutWebhook => ("Restore", "Warning"),
         }
     }
 

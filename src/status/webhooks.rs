@@ -18,6 +18,7 @@ use crate::{
         hook::{self, Service},
         list_labelled,
         record::records_of,
+        slipped,
     },
 };
 
@@ -38,6 +39,9 @@ pub struct WebhookRow {
     /// How long ago metainit exempted it (from its record).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exempted_seconds: Option<u64>,
+    /// The pods created in the namespace since it was exempted: the webhook never saw them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub created_while_exempted: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -62,11 +66,16 @@ impl WebhookRow {
             .map(|s| format!(" {} ago", text::age(s)))
             .unwrap_or_default();
         let ns = &self.namespace;
+        let slipped = match self.created_while_exempted.len() {
+            0 => String::new(),
+            1 => "; 1 pod created since, unseen by the webhook".into(),
+            n => format!("; {n} pods created since, unseen by the webhook"),
+        };
         match self.state {
             State::FailingClosed => format!("failing closed on {ns}"),
-            State::Exempted => format!("{ns} exempted{ago}"),
+            State::Exempted => format!("{ns} exempted{ago}{slipped}"),
             State::Restoring => {
-                format!("{ns} exempted{ago}, endpoints back: restoring after the grace")
+                format!("{ns} exempted{ago}, endpoints back: restoring after the grace{slipped}")
             }
             State::ExemptedByHand => format!("{ns} exempted by hand"),
         }
@@ -112,6 +121,7 @@ pub fn rows(
                 state,
                 namespace: service.namespace.clone(),
                 exempted_seconds,
+                created_while_exempted: Vec::new(),
             });
         }
     }
@@ -136,7 +146,20 @@ pub async fn list(
         let count = ready_now(client, &s, url, deadline.map(Budget::from_now)).await?;
         ready.insert(s, count);
     }
-    Ok(rows(&configs, &ready, Timestamp::now()))
+    let now = Timestamp::now();
+    let mut rows = rows(&configs, &ready, now);
+    for row in rows.iter_mut() {
+        let Some(ago) = row.exempted_seconds else {
+            continue;
+        };
+        let since = Timestamp::from_second(now.as_second() - ago as i64).unwrap_or(now);
+        let limit = deadline.unwrap_or(Duration::from_secs(10));
+        // What could not be listed is left out: the row still says the exemption.
+        if let Ok(pods) = slipped::created_since(client, &row.namespace, since, limit).await {
+            row.created_while_exempted = pods.into_iter().filter_map(|p| p.name).collect();
+        }
+    }
+    Ok(rows)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use super::{
     engine::{Added, Engine, Seen, lock},
     hook::Hook,
     record::Record,
+    slipped,
 };
 use crate::{
     clear::{self, Counted},
@@ -20,6 +21,23 @@ use crate::{
     failure::{self, Failure},
     text,
 };
+
+/// The pods created while a namespace was exempted, or why they could not be listed.
+pub(super) type Slipped =
+    Result<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>, String>;
+
+/// How long the listing of those pods may take: the restore has been made; its line waits.
+const SLIPPED_LIMIT: Duration = Duration::from_secs(10);
+
+/// The namespace an exemption's record names.
+fn exempted_namespace(record: &Record) -> String {
+    record
+        .expression
+        .pointer("/values/0")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
 
 /// The `said` entry of a dry-run line on a webhook of configuration `key` (uid `uid`).
 fn dry_run_line(key: &str, uid: &str, hook: &str, what: &str) -> String {
@@ -35,15 +53,55 @@ fn service_of(h: &Hook) -> String {
 }
 
 impl Engine {
-    /// Logs, counts and writes the Event for a step the server accepted.
-    pub(super) fn done(&self, seen: &Seen, h: &Hook, step: &Step) {
+    /// Logs, counts and writes the Event for a step the server accepted; a restore's with
+    /// the pods created while it was exempted (`slipped`).
+    pub(super) fn done(&self, seen: &Seen, h: &Hook, step: &Step, slipped: Option<&Slipped>) {
         match step {
             Step::Exempt {
                 namespace,
                 down_for,
             } => self.exempted(seen, h, namespace, *down_for),
-            Step::Restore { record, up_for } => self.restored(seen, h, record, *up_for),
+            Step::Restore { record, up_for } => {
+                self.restored(seen, h, record, *up_for, slipped);
+            }
             Step::Nothing | Step::Wait(_) => {}
+        }
+    }
+
+    /// The pods created in the namespace of `record` since it was exempted.
+    pub(super) async fn slipped(&self, record: &Record) -> Slipped {
+        let namespace = exempted_namespace(record);
+        let since = record
+            .since
+            .parse()
+            .map_err(|e| format!("the record's time {:?}: {e}", record.since))?;
+        slipped::created_since(&self.client, &namespace, since, SLIPPED_LIMIT).await
+    }
+
+    /// An Event on each pod `h` never saw, and the words the restore's line says of them.
+    fn say_slipped(&self, h: &Hook, record: &Record, slipped: Option<&Slipped>) -> String {
+        match slipped {
+            None => "none".into(),
+            Some(Ok(pods)) if pods.is_empty() => "none".into(),
+            Some(Ok(pods)) => {
+                let pod = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
+                for p in pods {
+                    let event =
+                        slipped::event(p, &pod, &h.name, &record.since, &self.settings.node);
+                    let key = format!(
+                        "{}/{}",
+                        p.namespace.as_deref().unwrap_or_default(),
+                        p.name.as_deref().unwrap_or_default()
+                    );
+                    self.events.send(event, key);
+                }
+                format!(
+                    "{} ({}): an Event on each",
+                    pods.len(),
+                    slipped::named(pods)
+                )
+            }
+            Some(Err(why)) => format!("not listed: {why}"),
         }
     }
 
@@ -100,15 +158,18 @@ impl Engine {
         entry.reverts
     }
 
-    fn restored(&self, seen: &Seen, h: &Hook, record: &Record, up_for: Option<Duration>) {
+    fn restored(
+        &self,
+        seen: &Seen,
+        h: &Hook,
+        record: &Record,
+        up_for: Option<Duration>,
+        slipped: Option<&Slipped>,
+    ) {
         let service = service_of(h);
         lock(&self.added).remove(&(seen.uid.clone(), h.name.clone()));
-        let namespace = record
-            .expression
-            .pointer("/values/0")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+        let namespace = exempted_namespace(record);
+        let created_while_exempted = self.say_slipped(h, record, slipped);
         let gone = h
             .service
             .as_ref()
@@ -117,7 +178,8 @@ impl Engine {
         let why = self.why_restored(h, &service, up_for, gone.as_deref());
         self.metrics.webhook_restorations.inc();
         info!(target: LOG, config = %seen.key, webhook = %h.name, namespace = %namespace, service = %service,
-              endpoints_gone_for = gone.as_deref().unwrap_or("-"), "restored the webhook's namespace selector: {why}");
+              endpoints_gone_for = gone.as_deref().unwrap_or("-"), %created_while_exempted,
+              "restored the webhook's namespace selector: {why}");
         let message = format!(
             "metainit restored webhook {} for namespace {namespace}: {why}",
             h.name

@@ -340,7 +340,11 @@ impl Engine {
                 continue;
             };
             look.count(step, false);
-            self.done(seen, h, step);
+            let slipped = match step {
+                Step::Restore { record, .. } => Some(self.slipped(record).await),
+                _ => None,
+            };
+            self.done(seen, h, step, slipped.as_ref());
             if let Step::Exempt { namespace, .. } = step {
                 self.wake_later(namespace, &h.name);
             }

@@ -26,6 +26,7 @@ mod nudge;
 pub mod once;
 pub mod patch;
 pub mod record;
+pub mod slipped;
 
 use std::{sync::Arc, time::Duration};
 
