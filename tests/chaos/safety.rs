@@ -45,9 +45,10 @@ fn judge_requests(double: &Double, g: Gen, problems: &mut Vec<String>) -> HashSe
                 })
                 .unwrap_or_default()
         };
+        // The test of the pending list, not the uid's or the label's before it.
         let tested = ops
             .iter()
-            .find(|o| o["op"] == "test")
+            .find(|o| o["op"] == "test" && o["path"] == g.list_path())
             .map(|o| list(&o["value"]));
         let kept = ops.iter().find_map(|o| match o["op"].as_str() {
             Some("remove") => Some(Vec::new()),

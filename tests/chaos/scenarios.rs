@@ -231,6 +231,13 @@ impl Gen {
             Gen::Modern => GATE_KEPT,
         }
     }
+    /// What metainit's PATCH tests before it removes the name: the pending list.
+    pub fn list_path(self) -> &'static str {
+        match self {
+            Gen::Legacy => "/metadata/initializers",
+            Gen::Modern => "/spec/schedulingGates",
+        }
+    }
     pub fn names(self, obj: &Value) -> Vec<String> {
         match self {
             Gen::Legacy => pending_initializers(obj),
