@@ -14,7 +14,12 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{LABEL, control_plane::ControlPlane, run_to_end};
+use common::{
+    LABEL,
+    control_plane::ControlPlane,
+    risks::{risks, status_reader},
+    run_to_end,
+};
 use serde_json::{Value, json};
 
 const LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -112,21 +117,6 @@ fn ready_endpoint(cp: &ControlPlane, ns: &str, name: &str) {
     );
 }
 
-async fn risks(kubeconfig: &str, extra: &[&str]) -> (i32, Value, String) {
-    let mut args = vec![
-        "status",
-        "--risks",
-        "--kubeconfig",
-        kubeconfig,
-        "-o",
-        "json",
-    ];
-    args.extend_from_slice(extra);
-    let (code, out, err) = run_to_end(&args, LIMIT).await;
-    let json = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
-    (code, json, err)
-}
-
 /// Each finding as (risk, webhooks, objects).
 fn shapes(report: &Value) -> BTreeSet<(String, Vec<String>, Vec<String>)> {
     let strings = |v: &Value| -> Vec<String> {
@@ -165,18 +155,9 @@ fn s(items: &[&str]) -> Vec<String> {
 #[ignore = "the real tier: a Go-built control plane (bash scripts/test.sh runs it; or cargo test --test NAME -- --ignored)"]
 async fn every_shape_found_and_none_where_there_is_none() {
     let cp = ControlPlane::own();
-    cp.apply_manifest("manifests/rbac-status.yaml");
     namespaces(&cp, &["ops", "own", "ign", "obj", "team"]);
-    cp.kubectl_ok(&["create", "serviceaccount", "check", "-n", "ops"]);
-    cp.kubectl_ok(&[
-        "create",
-        "clusterrolebinding",
-        "check",
-        "--clusterrole=metainit-status",
-        "--serviceaccount=ops:check",
-    ]);
     let dir = tempfile::tempdir().unwrap();
-    let kc = cp.service_account_kubeconfig(dir.path(), "ops", "check");
+    let kc = status_reader(&cp, dir.path(), "ops");
     let kc = kc.to_str().unwrap();
 
     // Clean: a webhook that excludes its own namespace (it sees only `team`), one that

@@ -13,9 +13,10 @@ mod common;
 
 use common::{
     control_plane::{ControlPlane, until},
+    risks::{risks, status_reader},
     run_to_end,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 const LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 const CONFIG: &str = "node-guard";
@@ -64,35 +65,12 @@ fn register(cp: &ControlPlane, node: &str) -> (bool, String) {
     )
 }
 
-async fn risks(kubeconfig: &str) -> (i32, Value, String) {
-    let args = [
-        "status",
-        "--risks",
-        "--kubeconfig",
-        kubeconfig,
-        "-o",
-        "json",
-    ];
-    let (code, out, err) = run_to_end(&args, LIMIT).await;
-    let json = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
-    (code, json, err)
-}
-
 #[tokio::test]
 #[ignore = "the real tier: a Go-built control plane (bash scripts/test.sh runs it; or cargo test --test NAME -- --ignored)"]
 async fn a_fail_closed_webhook_on_leases_and_nodes_is_named_with_what_it_stalls() {
     let cp = ControlPlane::own();
-    cp.apply_manifest("manifests/rbac-status.yaml");
-    cp.kubectl_ok(&["create", "serviceaccount", "check", "-n", "default"]);
-    cp.kubectl_ok(&[
-        "create",
-        "clusterrolebinding",
-        "check",
-        "--clusterrole=metainit-status",
-        "--serviceaccount=default:check",
-    ]);
     let dir = tempfile::tempdir().unwrap();
-    let kc = cp.service_account_kubeconfig(dir.path(), "default", "check");
+    let kc = status_reader(&cp, dir.path(), "default");
     let kc = kc.to_str().unwrap();
     guard(&cp);
 
@@ -110,7 +88,7 @@ async fn a_fail_closed_webhook_on_leases_and_nodes_is_named_with_what_it_stalls(
         "{out}"
     );
 
-    let (code, report, err) = risks(kc).await;
+    let (code, report, err) = risks(kc, &[]).await;
     assert_eq!(code, 3, "{report}\n{err}");
     let findings = report["findings"].as_array().expect("findings");
     assert_eq!(findings.len(), 1, "{report}");
@@ -165,7 +143,7 @@ async fn a_fail_closed_webhook_on_leases_and_nodes_is_named_with_what_it_stalls(
         &patch,
     ];
     cp.kubectl_ok(&args);
-    let (code, report, err) = risks(kc).await;
+    let (code, report, err) = risks(kc, &[]).await;
     assert_eq!(code, 0, "{report}\n{err}");
     assert_eq!(report["findings"], json!([]), "{report}");
     let mut n = 0;

@@ -14,6 +14,7 @@ mod common;
 
 use common::{
     control_plane::{ControlPlane, until},
+    risks::{risks, status_reader},
     run_to_end,
 };
 use serde_json::{Value, json};
@@ -95,21 +96,6 @@ async fn until_pod(
     .await
 }
 
-async fn risks(kubeconfig: &str, extra: &[&str]) -> (i32, Value) {
-    let mut args = vec![
-        "status",
-        "--risks",
-        "--kubeconfig",
-        kubeconfig,
-        "-o",
-        "json",
-    ];
-    args.extend_from_slice(extra);
-    let (code, out, err) = run_to_end(&args, LIMIT).await;
-    let json = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
-    (code, json)
-}
-
 fn finding<'a>(report: &'a Value, risk: &str) -> Option<&'a Value> {
     report["findings"]
         .as_array()?
@@ -121,18 +107,11 @@ fn finding<'a>(report: &'a Value, risk: &str) -> Option<&'a Value> {
 #[ignore = "the real tier: a Go-built control plane (bash scripts/test.sh runs it; or cargo test --test NAME -- --ignored)"]
 async fn gate_adding_and_parameter_missing_policies_are_found() {
     let cp = ControlPlane::own();
-    cp.apply_manifest("manifests/rbac-status.yaml");
     cp.kubectl_ok(&["create", "namespace", "team"]);
-    cp.kubectl_ok(&["create", "serviceaccount", "check", "-n", "team"]);
     // No controller-manager here to make it: pods need their namespace's default account.
     cp.kubectl_ok(&["create", "serviceaccount", "default", "-n", "team"]);
-    let role = [
-        "--clusterrole=metainit-status",
-        "--serviceaccount=team:check",
-    ];
-    cp.kubectl_ok(&["create", "clusterrolebinding", "check", role[0], role[1]]);
     let dir = tempfile::tempdir().unwrap();
-    let kc = cp.service_account_kubeconfig(dir.path(), "team", "check");
+    let kc = status_reader(&cp, dir.path(), "team");
     let kc = kc.to_str().unwrap();
     let admin = cp.admin.to_str().unwrap();
 
@@ -143,7 +122,7 @@ async fn gate_adding_and_parameter_missing_policies_are_found() {
     })
     .await;
     assert!(gated.contains("schedulingGates"), "{gated}");
-    let (code, report) = risks(kc, &[]).await;
+    let (code, report, _) = risks(kc, &[]).await;
     assert_eq!(code, 3, "{report}");
     let gates = finding(&report, "gate-injector").unwrap_or_else(|| panic!("{report}"));
     assert_eq!(gates["webhooks"], json!(["mutating-policy/hold"]));
@@ -157,7 +136,7 @@ async fn gate_adding_and_parameter_missing_policies_are_found() {
     );
     assert_eq!(gates["covered"], false);
     let rule = format!("{HOLD}=1h");
-    let (_, report) = risks(kc, &["--release-gate", &rule]).await;
+    let (_, report, _) = risks(kc, &["--release-gate", &rule]).await;
     assert_eq!(
         finding(&report, "gate-injector").unwrap()["covered"],
         true,
@@ -177,7 +156,7 @@ async fn gate_adding_and_parameter_missing_policies_are_found() {
         refused.contains("need-limits") || refused.contains("limits"),
         "{refused}"
     );
-    let (_, report) = risks(kc, &[]).await;
+    let (_, report, _) = risks(kc, &[]).await;
     let param = finding(&report, "policy-parameter").unwrap_or_else(|| panic!("{report}"));
     assert_eq!(
         param["webhooks"],
@@ -189,7 +168,7 @@ async fn gate_adding_and_parameter_missing_policies_are_found() {
         why.contains("were missing (not checked: ") && why.contains("forbidden"),
         "{why}"
     );
-    let (_, report) = risks(admin, &[]).await;
+    let (_, report, _) = risks(admin, &[]).await;
     let param = finding(&report, "policy-parameter").unwrap_or_else(|| panic!("{report}"));
     let why = param["why"].as_str().unwrap();
     assert!(
@@ -214,7 +193,7 @@ async fn gate_adding_and_parameter_missing_policies_are_found() {
 
     // The fix: the parameter created, the binding is fine.
     cp.kubectl_ok(&["create", "configmap", "limits", "-n", "team"]);
-    let (_, report) = risks(admin, &[]).await;
+    let (_, report, _) = risks(admin, &[]).await;
     assert!(finding(&report, "policy-parameter").is_none(), "{report}");
     assert!(finding(&report, "gate-injector").is_some(), "{report}");
 }

@@ -8,6 +8,7 @@ pub mod fuzz;
 pub mod ha;
 pub mod helm;
 pub mod node;
+pub mod risks;
 pub mod scene;
 pub mod webhooks;
 
