@@ -49,10 +49,6 @@ pub struct Cli {
     /// Seed of the fault generator.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Report this Kubernetes version (`1.23`) at /version instead of the generation's;
-    /// the APIs stay the generation's (modern: a 1.21 to 1.25 server for `--webhooks`).
-    #[arg(long, value_name = "MAJOR.MINOR", value_parser = parse_version)]
-    pub report_version: Option<(u32, u32)>,
     /// Refuse connections for this long after start.
     #[arg(long, value_parser = parse_duration)]
     pub down_at_start: Option<Duration>,
@@ -144,12 +140,6 @@ fn parse_method(s: &str) -> Result<String, String> {
     }
 }
 
-fn parse_version(s: &str) -> Result<(u32, u32), String> {
-    s.split_once('.')
-        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
-        .ok_or_else(|| format!("{s:?} is not MAJOR.MINOR, e.g. 1.23"))
-}
-
 impl Cli {
     pub fn config(&self) -> Config {
         let tokens = if self.tokens.is_empty() {
@@ -185,7 +175,6 @@ impl Cli {
             },
             seed: self.seed,
             down_at_start: self.down_at_start,
-            report_version: self.report_version,
         }
     }
 }

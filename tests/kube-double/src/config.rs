@@ -426,11 +426,6 @@ pub struct Config {
     pub faults: Faults,
     pub seed: u64,
     pub down_at_start: Option<Duration>,
-    /// `/version` reports this `(major, minor)` instead of the generation's 1.13 or 1.33;
-    /// the APIs served stay the generation's. For the modern generation, a 1.21 to 1.25
-    /// server as clients see it: the webhook configurations and EndpointSlice v1 that those
-    /// versions serve too, and a version that implies neither initializers nor gates.
-    pub report_version: Option<(u32, u32)>,
 }
 
 impl Config {
@@ -447,7 +442,6 @@ impl Config {
             faults: Faults::default(),
             seed: 0,
             down_at_start: None,
-            report_version: None,
         }
     }
 

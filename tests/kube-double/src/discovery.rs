@@ -36,28 +36,6 @@ pub fn version(generation: Generation) -> Value {
     }
 }
 
-/// `/version` as served: the generation's, or the version a test asked the double to
-/// report (as a server of that version does: `emulation*` fields exist from 1.31).
-pub fn served_version(generation: Generation, report: Option<(u32, u32)>) -> Value {
-    let mut v = version(generation);
-    if let Some((major, minor)) = report {
-        v["major"] = json!(major.to_string());
-        v["minor"] = json!(minor.to_string());
-        v["gitVersion"] = json!(format!("v{major}.{minor}.0"));
-        if (major, minor) < (1, 31) {
-            if let Some(o) = v.as_object_mut() {
-                o.retain(|k, _| !k.starts_with("emulation") && !k.starts_with("minCompatibility"));
-            }
-        } else {
-            v["emulationMajor"] = v["major"].clone();
-            v["emulationMinor"] = v["minor"].clone();
-            v["minCompatibilityMajor"] = v["major"].clone();
-            v["minCompatibilityMinor"] = json!(minor.saturating_sub(1).to_string());
-        }
-    }
-    v
-}
-
 const VERBS: &[&str] = &[
     "create", "delete", "get", "list", "patch", "update", "watch",
 ];
@@ -234,28 +212,4 @@ pub fn initializer_configurations(rules: &[crate::config::InitializerRule]) -> V
         "metadata": {},
         "items": items,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_reported_version_is_served_as_that_release_would() {
-        assert_eq!(
-            served_version(Generation::Modern, None),
-            version(Generation::Modern)
-        );
-        let v = served_version(Generation::Modern, Some((1, 23)));
-        assert_eq!(
-            (v["major"].as_str(), v["minor"].as_str()),
-            (Some("1"), Some("23"))
-        );
-        assert_eq!(v["gitVersion"], "v1.23.0");
-        assert!(v.get("emulationMajor").is_none() && v.get("minCompatibilityMinor").is_none());
-        let v = served_version(Generation::Modern, Some((1, 31)));
-        assert_eq!(v["gitVersion"], "v1.31.0");
-        assert_eq!(v["emulationMinor"], "31");
-        assert_eq!(v["minCompatibilityMinor"], "30");
-    }
 }

@@ -186,27 +186,6 @@ impl Double {
 
     /// PUT semantics, with the same validation and admission as the HTTP API.
     pub fn update(&self, resource: &str, namespace: &str, object: Value) -> Result<Value, Value> {
-        self.replace(resource, namespace, object, Subresource::Main)
-    }
-
-    /// Replaces only `status` (the `/status` subresource), as a kubelet or a controller does
-    /// over HTTP.
-    pub fn update_status(
-        &self,
-        resource: &str,
-        namespace: &str,
-        object: Value,
-    ) -> Result<Value, Value> {
-        self.replace(resource, namespace, object, Subresource::Status)
-    }
-
-    fn replace(
-        &self,
-        resource: &str,
-        namespace: &str,
-        object: Value,
-        sub: Subresource,
-    ) -> Result<Value, Value> {
         let res = self.scoped(resource, namespace)?;
         let name = object
             .pointer("/metadata/name")
@@ -220,7 +199,7 @@ impl Double {
             &name,
             object,
             &Caller::everything(),
-            sub,
+            Subresource::Main,
             None,
         )
         .map(|o| (*o).clone())

@@ -123,10 +123,6 @@ impl ResourceInfo {
                 "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration"
             )
     }
-
-    pub fn is_event(&self) -> bool {
-        self.key == "events" || self.key == "events.events.k8s.io"
-    }
 }
 
 fn kind_from_plural(plural: &str) -> String {

@@ -394,10 +394,7 @@ async fn route(
         }
     };
     match segs.as_slice() {
-        ["version"] => get_only(discovery::served_version(
-            generation,
-            shared.config.report_version,
-        )),
+        ["version"] => get_only(discovery::version(generation)),
         ["healthz" | "readyz" | "livez"] => {
             let mut r = Response::new(full("ok"));
             r.headers_mut().insert(

@@ -65,20 +65,6 @@ impl Cause {
         }
     }
 
-    /// `field.NotSupported`: `Unsupported value: "x": supported values: "a", "b"`
-    /// (`value` rendered as Go's %#v, `supported` from `validation::supported`).
-    pub fn not_supported(
-        field: impl Into<String>,
-        value: impl Into<String>,
-        supported: impl Into<String>,
-    ) -> Cause {
-        Cause {
-            reason: "FieldValueNotSupported",
-            message: format!("Unsupported value: {}: {}", value.into(), supported.into()),
-            field: field.into(),
-        }
-    }
-
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Cause {
         let detail = detail.into();
         Cause {

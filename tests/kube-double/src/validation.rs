@@ -168,12 +168,6 @@ pub fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
 }
 
-/// `field.NotSupported`'s detail: `supported values: "a", "b"`.
-pub fn supported(values: &[&str]) -> String {
-    let q: Vec<String> = values.iter().map(|v| quote(v)).collect();
-    format!("supported values: {}", q.join(", "))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

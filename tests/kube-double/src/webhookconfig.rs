@@ -4,7 +4,7 @@
 // them now: it calls no webhook and refuses no configuration. Which pods a webhook admits,
 // and the 422 of a bad configuration, are the real server's: metainit's `--webhooks` is
 // tested on it (tests/cluster_webhooks*.rs); the double keeps the configurations for the
-// faults and the 1.13 and 1.20 tests that still need a server of its own (tests/webhooks.rs,
+// faults and the 1.13 tests that still need a server of its own (tests/webhooks.rs,
 // tests/sweep.rs, tests/chaos.rs).
 //
 // Defaults: kubernetes `pkg/apis/admissionregistration/v1/defaults.go` (1.33.4):
