@@ -295,6 +295,9 @@ mod tests {
             Some(col(alines[0], "ADDED BY")),
             "a manager known for one gate of two: named with its gate: {a}"
         );
-        assert!(col(alines[0], "ADDED BY") < col(alines[0], "KEPT BY"), "{a}");
+        assert!(
+            col(alines[0], "ADDED BY") < col(alines[0], "KEPT BY"),
+            "{a}"
+        );
     }
 }
