@@ -269,7 +269,11 @@ mod tests {
             label_key: "k8s.opsani.io/initializer".into(),
             ..Running::default()
         };
-        let f = findings(&[p.clone()], &[b.clone(), hold.clone()], &running);
+        let f = findings(
+            std::slice::from_ref(&p),
+            &[b.clone(), hold.clone()],
+            &running,
+        );
         assert_eq!(f.len(), 2, "{f:?}");
         assert_eq!(f[0].risk, Risk::PolicyParameter);
         assert_eq!(f[0].webhooks, ["validating-policy/limits/need-limits"]);
@@ -282,7 +286,7 @@ mod tests {
         assert_eq!(f[1].objects, ["example.com/hold"]);
         assert!(!f[1].covered && f[1].metainit.starts_with("cleared only on pods labelled"));
         running.release_gates = vec![("example.com/hold".into(), "1h".into())];
-        let f = findings(&[p.clone()], &[hold], &running);
+        let f = findings(std::slice::from_ref(&p), &[hold], &running);
         assert!(f[0].covered, "{f:?}");
         // Unbound, or the parameter there: nothing; not read: said so.
         assert!(findings(&[p], &[], &running).is_empty());
