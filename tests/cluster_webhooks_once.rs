@@ -9,11 +9,9 @@ mod common;
 
 use common::{
     control_plane::{WAIT, until},
-    fuzz::{Fault, Plan},
     msg,
     webhooks::{Kind, Rights, Scene},
 };
-use metainit::client::RequestKind;
 use serde_json::{Value, json};
 
 /// `--once --webhooks`: an operator's one-shot repair. It decides on the endpoints as
@@ -218,18 +216,7 @@ async fn status_lists_the_webhooks_that_are_down_and_their_state() {
 async fn kubernetes_1_21_to_1_25_runs_the_webhooks_only() {
     let mut s = Scene::new(&["gk", "team"], Rights::Files).await;
     s.gatekeeper(false).await;
-    let version = json!({
-        "major": "1", "minor": "23", "gitVersion": "v1.23.17", "gitCommit": "",
-        "gitTreeState": "clean", "buildDate": "2023-02-22T13:27:46Z", "goVersion": "go1.19.6",
-        "compiler": "gc", "platform": "linux/amd64",
-    });
-    let answer = Fault::Status(200, None, Some(version.to_string()));
-    let plan = Plan::Fixed(
-        RequestKind::Get,
-        Fault::At("/version".into(), Box::new(answer)),
-    );
-    let proxy = s.behind(plan).await;
-    proxy.faulty(true);
+    let proxy = s.behind_version("v1.23.17").await;
 
     let (code, _, err) = s.run(&["--once"]).await;
     assert_eq!(code, 2, "{err}");

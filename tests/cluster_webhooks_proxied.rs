@@ -16,7 +16,6 @@ use common::{
     webhooks::{Kind, Rights, Scene},
 };
 use metainit::client::RequestKind;
-use serde_json::json;
 
 /// 1.14 to 1.20: no `kubernetes.io/metadata.name` on namespaces (the exemption would
 /// exempt nothing) and no EndpointSlice v1: `--webhooks` exits 2 naming the version, as a
@@ -26,18 +25,7 @@ use serde_json::json;
 async fn kubernetes_1_20_refuses_webhooks_naming_the_version() {
     let mut s = Scene::new(&["gk", "team"], Rights::Files).await;
     s.gatekeeper(false).await;
-    let version = json!({
-        "major": "1", "minor": "20", "gitVersion": "v1.20.0", "gitCommit": "",
-        "gitTreeState": "clean", "buildDate": "2020-12-08T17:51:19Z", "goVersion": "go1.15.5",
-        "compiler": "gc", "platform": "linux/amd64",
-    });
-    let answer = Fault::Status(200, None, Some(version.to_string()));
-    let plan = Plan::Fixed(
-        RequestKind::Get,
-        Fault::At("/version".into(), Box::new(answer)),
-    );
-    let proxy = s.behind(plan).await;
-    proxy.faulty(true);
+    let proxy = s.behind_version("v1.20.0").await;
     for extra in [&[][..], &["--once"][..]] {
         let mut args = vec!["--webhooks"];
         args.extend_from_slice(extra);

@@ -306,6 +306,26 @@ impl Scene {
         proxy
     }
 
+    /// The fault proxy in front of the real server, faulty at once, answering `/version` as
+    /// a server of `git_version` (`v1.20.0`) would and forwarding everything else: an older
+    /// Kubernetes as metainit reads it.
+    pub async fn behind_version(&mut self, git_version: &str) -> super::fuzz::Proxy {
+        use super::fuzz::{Fault, Plan};
+        let minor = git_version.split('.').nth(1).unwrap_or_default();
+        let version = json!({
+            "major": "1", "minor": minor, "gitVersion": git_version, "gitCommit": "",
+            "gitTreeState": "clean", "buildDate": "2020-12-08T17:51:19Z", "goVersion": "go1.15.5",
+            "compiler": "gc", "platform": "linux/amd64",
+        });
+        let answer = Fault::Status(200, None, Some(version.to_string()));
+        let at = Fault::At("/version".into(), Box::new(answer));
+        let proxy = self
+            .behind(Plan::Fixed(metainit::client::RequestKind::Get, at))
+            .await;
+        proxy.faulty(true);
+        proxy
+    }
+
     /// The audit log's entries for the scene's ServiceAccount, once each request is
     /// answered.
     pub fn requests(&self) -> Vec<Value> {
